@@ -1,0 +1,13 @@
+vllm serve Qwen/Qwen2.5-14B-Instruct \
+  --gpu-memory-utilization 0.90 \
+  --max-model-len 16384 \
+  --max-num-seqs 128 \
+  --max-num-batched-tokens 16384 \
+  --enable-chunked-prefill \
+  --enable-prefix-caching \
+  --kv-cache-dtype fp8 \
+  --calculate-kv-scales \
+  --swap-space 0 \
+  --speculative-model Qwen/Qwen2.5-1.5B-Instruct \
+  --num-speculative-tokens 5 \
+  --dtype bfloat16

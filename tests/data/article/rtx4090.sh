@@ -1,0 +1,14 @@
+vllm serve Qwen/Qwen2.5-7B-Instruct \
+  --gpu-memory-utilization 0.92 \
+  --max-model-len 8192 \
+  --max-num-seqs 64 \
+  --max-num-batched-tokens 8192 \
+  --enable-chunked-prefill \
+  --enable-prefix-caching \
+  --kv-cache-dtype fp8 \
+  --calculate-kv-scales \
+  --swap-space 0 \
+  --speculative-model Qwen/Qwen2.5-0.5B-Instruct \
+  --num-speculative-tokens 5 \
+  --speculative-draft-tensor-parallel-size 1 \
+  --dtype bfloat16

@@ -1,0 +1,139 @@
+"""The planner's arithmetic, checked against figures worked out by hand (docs/planner.md shows the sums)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vllm_fleet.planner import plan
+from vllm_fleet.profile import DecodeProfile
+
+MIB = 1024**2
+
+
+def profile(**over: Any) -> DecodeProfile:
+    base: dict[str, Any] = {
+        "name": "t",
+        "hardware": "rtx4090",
+        "vllm_version": "0.32.0",
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "gpu_memory_utilization": 0.9,
+        "max_num_seqs": 64,
+        "max_num_batched_tokens": 8192,
+        "max_model_len": 8192,
+        "dtype": "bfloat16",
+    }
+    return DecodeProfile.model_validate({**base, **over})
+
+
+def fields(findings: list[Any], severity: str) -> set[str]:
+    return {f.field for f in findings if f.severity == severity}
+
+
+def test_rtx4090_qwen7b_bf16_by_hand() -> None:
+    p = plan(profile())
+    assert p.device_memory_bytes == 24564 * MIB
+    assert p.usable_bytes == 23_181_498_777  # 0.9 × total: weights are INSIDE this fraction
+    assert p.weights_bytes == 15_231_233_024  # 7,615,616,512 params × 2 B
+    assert p.activation_reserve_bytes == 933_494_784  # 8192 × (2·18944 + 4·3584) × 2 + 2·64·152064·4
+    assert p.runtime_overhead_bytes == 1024 * MIB
+    assert p.kv_budget_bytes == 5_943_029_145
+    assert p.kv_bytes_per_token == 57_344  # 56 KiB
+    assert p.kv_capacity_blocks == 6_477  # budget // (16 × 56 KiB)
+    assert p.kv_capacity_tokens == 103_632
+    assert p.max_concurrent_seqs_at_max_len == 12  # 6477 // (8192 / 16)
+    assert p.decode_roofline_tokens_per_s == pytest.approx(1008e9 / 15_231_233_024, rel=1e-3)  # ≈ 66.2
+
+
+def test_budget_is_total_times_util_minus_everything_else() -> None:
+    p = plan(profile(kv_cache_dtype="fp8", gpu_memory_utilization=0.92))
+    assert p.kv_bytes_per_token == 28 * 1024
+    reserved = p.weights_bytes + p.draft_weights_bytes + p.activation_reserve_bytes + p.runtime_overhead_bytes
+    assert p.kv_budget_bytes == int(p.device_memory_bytes * 0.92) - reserved
+
+
+def test_fp8_kv_doubles_capacity() -> None:
+    bf16, fp8 = plan(profile()), plan(profile(kv_cache_dtype="fp8"))
+    assert fp8.kv_capacity_tokens == pytest.approx(2 * bf16.kv_capacity_tokens, rel=0.01)
+
+
+def test_fixed_kv_bytes_is_the_budget() -> None:
+    p = plan(profile(kv_cache_memory_bytes=4 * 1024**3))
+    assert p.kv_budget_bytes == 4 * 1024**3
+    assert p.kv_capacity_tokens == 4 * 1024**3 // (16 * 57_344) * 16
+
+
+def test_util_above_095_is_an_error() -> None:
+    assert "gpu_memory_utilization" in fields(plan(profile(gpu_memory_utilization=0.96)).findings, "error")
+    assert "gpu_memory_utilization" not in fields(plan(profile(gpu_memory_utilization=0.95)).findings, "error")
+
+
+def test_preemption_warning_gives_the_fix() -> None:
+    p = plan(profile())
+    warn = [f for f in p.findings if f.field == "max_num_seqs"]
+    assert warn and warn[0].severity == "warning"
+    assert "lower max_num_seqs to 12" in warn[0].message and "fp8" in warn[0].message
+    assert not [f for f in plan(profile(max_num_seqs=12)).findings if f.field == "max_num_seqs"]
+
+
+def test_spec_decoding_rules() -> None:
+    spec = {"method": "draft_model", "model": "Qwen/Qwen2.5-0.5B-Instruct", "num_speculative_tokens": 5}
+    p = plan(profile(speculative=spec, max_num_seqs=64))
+    assert "speculative" in fields(p.findings, "warning")
+    assert p.draft_weights_bytes == 494_032_768 * 2
+    assert p.draft_kv_bytes_per_token == 2 * 24 * 2 * 64 * 2  # the drafter's 24 layers hold KV too
+    s = p.spec_decode
+    assert s is not None
+    assert s.expected_tokens_per_step == pytest.approx((1 - 0.75**6) / 0.25, abs=1e-3)
+    assert 1.5 < s.speedup < s.speedup_article
+    assert "speculative" not in fields(plan(profile(speculative=spec, max_num_seqs=32)).findings, "warning")
+
+
+def test_draft_that_does_not_fit_is_an_error() -> None:
+    spec = {"method": "draft_model", "model": "Qwen/Qwen2.5-7B-Instruct"}
+    p = plan(profile(model="Qwen/Qwen2.5-14B-Instruct", speculative=spec, max_model_len=4096))
+    assert p.kv_budget_bytes < 0
+    assert "speculative.model" in fields(p.findings, "error")
+
+
+def test_limits_and_model_bounds() -> None:
+    assert "max_num_batched_tokens" in fields(plan(profile(max_num_batched_tokens=32)).findings, "error")
+    assert "max_model_len" in fields(plan(profile(max_model_len=65536)).findings, "error")
+    no_chunk = plan(profile(enable_chunked_prefill=False, max_num_batched_tokens=2048))
+    assert "max_num_batched_tokens" in fields(no_chunk.findings, "error")
+
+
+def test_kv_cache_must_hold_one_sequence() -> None:
+    p = plan(profile(kv_cache_memory_bytes=64 * MIB, max_model_len=8192))
+    assert "max_model_len" in fields(p.findings, "error")
+
+
+def test_fp8_on_ampere_warns() -> None:
+    p = plan(profile(hardware="a100-80gb", kv_cache_dtype="fp8"))
+    assert "kv_cache_dtype" in fields(p.findings, "warning")
+    assert "kv_cache_dtype" not in fields(plan(profile(hardware="h100-sxm", kv_cache_dtype="fp8")).findings, "warning")
+
+
+def test_itl_slo_below_roofline_is_unattainable() -> None:
+    p = plan(profile(slo={"itl_p95_s": 0.005}))  # roofline ≈ 15.1 ms/token on a 4090
+    assert "slo.itl_p95_s" in fields(p.findings, "error")
+    assert "slo.itl_p95_s" not in fields(plan(profile(slo={"itl_p95_s": 0.05})).findings, "error")
+
+
+def test_awq_weights_keep_embeddings_16bit() -> None:
+    p = plan(profile(model="Qwen/Qwen2.5-7B-Instruct-AWQ", quantization="awq", dtype="float16"))
+    # 6.53 B linear params at 0.52 B + 1.09 B embedding/head params at 2 B: ~5.6 GB, not 4 GB.
+    assert 5.5e9 < p.weights_bytes < 5.7e9
+
+
+def test_quantization_must_match_checkpoint() -> None:
+    assert "quantization" in fields(plan(profile(quantization="awq")).findings, "error")
+
+
+def test_tensor_parallel_splits_weights_and_kv_heads() -> None:
+    one = plan(profile(hardware="h100-sxm", model="meta-llama/Llama-3.1-70B-Instruct", max_model_len=8192,
+                       gpus=4, tensor_parallel_size=4, max_num_seqs=8))
+    assert one.weights_bytes == pytest.approx(70_553_706_496 * 2 / 4, rel=1e-6)
+    assert one.kv_bytes_per_token == 2 * 80 * 2 * 128 * 2  # 8 KV heads over 4 ranks
+    assert "tensor_parallel_size" in fields(plan(profile(tensor_parallel_size=3, gpus=4)).findings, "error")

@@ -1,0 +1,68 @@
+"""The hardware catalog: one GPU model per entry (see hardware.yaml for every figure's source)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vllm_fleet.catalog._data import read_yaml
+
+MIB = 1024**2
+
+
+class Hardware(BaseModel):
+    """One accelerator model, as the planner and the roles need it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    """Catalog key (``rtx4090``, ``h100-sxm``…), also the host's hardware label in the fleet spec."""
+    name: str
+    """Marketing name as nvidia-smi prints it."""
+    architecture: Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
+    """GPU generation; picks the kernel-module flavour and FP8 support."""
+    compute_capability: str | None
+    """CUDA SM version (``"8.9"``), ``None`` for the CPU lab."""
+    memory_mib: int = Field(gt=0)
+    """Total device memory as nvidia-smi reports it: what gpu_memory_utilization is a fraction of."""
+    bandwidth_gb_s: float = Field(gt=0)
+    """Peak DRAM bandwidth, 10^9 bytes/s: the decode roofline's denominator."""
+    bf16_tflops: float = Field(gt=0)
+    """Dense BF16 tensor peak, 10^12 FLOP/s."""
+    fp8_tflops: float | None = None
+    """Dense FP8 tensor peak, ``None`` where the GPU has no FP8 units."""
+    fp8: bool
+    """Native FP8 tensor cores (Ada, Hopper and later)."""
+    nvlink: bool
+    """GPUs talk over NVLink."""
+    nvswitch: bool
+    """NVSwitch fabric (HGX boards): the driver role installs a version-locked nvidia-fabricmanager."""
+    open_kernel_module: Literal["required", "recommended", "none"]
+    """Which NVIDIA kernel-module flavour this GPU needs."""
+    runtime_overhead_mib: int = Field(ge=0)
+    """Reserved besides weights, KV and activations: CUDA context, library workspaces, CUDA graphs."""
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mib * MIB
+
+    @property
+    def bandwidth_bytes_s(self) -> float:
+        return self.bandwidth_gb_s * 1e9
+
+
+@cache
+def hardware_catalog() -> dict[str, Hardware]:
+    """All hardware entries, keyed by label."""
+    raw: dict[str, dict[str, object]] = read_yaml("hardware.yaml")
+    return {key: Hardware.model_validate({"key": key, **value}) for key, value in raw.items()}
+
+
+def load_hardware(key: str) -> Hardware:
+    """Look up a hardware label; the error lists the known ones."""
+    catalog = hardware_catalog()
+    if key not in catalog:
+        raise KeyError(f"unknown hardware {key!r}; known: {', '.join(sorted(catalog))}")
+    return catalog[key]

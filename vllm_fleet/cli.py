@@ -1,0 +1,150 @@
+"""The `vllm-fleet` command line: each command a few lines over the library."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Column, Table
+
+from vllm_fleet import report
+from vllm_fleet.planner import DEFAULT_CONTEXT_TOKENS, plan
+from vllm_fleet.profile_loader import ProfileError, builtin_profiles, load_profile
+from vllm_fleet.validate import check_file
+from vllm_fleet.vllm.render import config_yaml, env_file, render
+
+app = typer.Typer(help="Infrastructure-as-code for vLLM on sovereign GPU servers.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+ProfileOpt = Annotated[str, typer.Option("--profile", "-p", help="Built-in profile name or a profile YAML file.")]
+
+
+class Format(StrEnum):
+    argv = "argv"
+    yaml = "yaml"
+    env = "env"
+
+
+def _fail(error: ProfileError | ValueError, code: int = 1) -> typer.Exit:
+    if isinstance(error, ProfileError):
+        for problem in error.problems:
+            err.print(f"{error.source}: {problem}", markup=False, highlight=False)
+    else:
+        err.print(f"error: {error}", markup=False, highlight=False)
+    return typer.Exit(code)
+
+
+@app.command()
+def profiles() -> None:
+    """List the built-in decode profiles."""
+    table = Table("hardware", "model", "vLLM", "description")
+    table.columns.insert(0, Column("name", no_wrap=True))
+    for p in builtin_profiles():
+        table.add_row(p.name, p.hardware, p.model, p.vllm_version, p.description)
+    out.print(table)
+
+
+@app.command("plan")
+def plan_cmd(
+    profile: ProfileOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+    context: Annotated[int, typer.Option(help="Mean context tokens per sequence for the aggregate roofline.")] = (
+        DEFAULT_CONTEXT_TOKENS
+    ),
+) -> None:
+    """Memory budget, KV capacity, decode roofline and findings for a profile. Exit 1 on errors."""
+    try:
+        result = plan(load_profile(profile), context_tokens=context)
+    except (ProfileError, ValueError) as e:
+        raise _fail(e) from None
+    except KeyError as e:
+        raise _fail(ValueError(str(e.args[0]))) from None
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        report.print_plan(out, result)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command("render")
+def render_cmd(
+    profile: ProfileOpt,
+    vllm_version: Annotated[str | None, typer.Option(help="vLLM release to render for (default: the pin).")] = None,
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="argv (JSON array), yaml (--config) or env.")] = (
+        Format.argv
+    ),
+    check: Annotated[bool, typer.Option(help="Also parse the result with vLLM's own argument parser.")] = False,
+) -> None:
+    """Render a profile into what one vLLM release accepts."""
+    try:
+        prof = load_profile(profile)
+        rendered = render(prof, vllm_version)
+    except (ProfileError, ValueError) as e:
+        raise _fail(e) from None
+    if fmt is Format.argv:
+        sys.stdout.write(json.dumps(rendered.argv) + "\n")
+    elif fmt is Format.yaml:
+        sys.stdout.write(config_yaml(prof, rendered))
+    else:
+        sys.stdout.write(env_file(rendered))
+    if check:
+        from vllm_fleet.vllm.check import check_argv, find_vllm_python
+
+        python = find_vllm_python()
+        if python is None:
+            err.print("cannot check: no vLLM found (set VLLM_FLEET_VLLM_PYTHON or run tools/vllm_cpu_env.sh)")
+            raise typer.Exit(2)
+        result = check_argv(rendered.argv, python)
+        if not result.ok:
+            err.print(f"vLLM rejected the arguments: {result.message}", markup=False)
+            raise typer.Exit(1)
+        err.print(f"vLLM {result.version} accepts the arguments", markup=False)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Profile YAML files.")],
+    strict: Annotated[bool, typer.Option(help="Fail on warnings too.")] = False,
+) -> None:
+    """Check profile files: schema, arithmetic and the pinned vLLM version. One line per problem."""
+    failed = False
+    for path in files:
+        errors, findings = check_file(path)
+        for problem in errors:
+            out.print(f"{path}: {problem}", markup=False, highlight=False, soft_wrap=True)
+        for f in findings:
+            line = f"{path}: {f.field}: {f.severity}: {f.message}"
+            (out if strict and f.severity == "warning" else err).print(line, markup=False, highlight=False)
+        failed |= bool(errors) or (strict and any(f.severity == "warning" for f in findings))
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command()
+def migrate(
+    command: Annotated[str, typer.Argument(help="An old `vllm serve …` command line, quoted.")],
+    vllm_version: Annotated[str, typer.Option(help="The vLLM release the profile is pinned to.")],
+    hardware: Annotated[str, typer.Option(help="Hardware catalog key the profile is for.")],
+    name: Annotated[str | None, typer.Option(help="Profile name (default: hardware-model).")] = None,
+) -> None:
+    """Rewrite an old `vllm serve` command line into a profile for a given vLLM release."""
+    from vllm_fleet.vllm.migrate import migrate as do_migrate
+
+    try:
+        migration = do_migrate(command, vllm_version, hardware, name)
+    except (ProfileError, ValueError) as e:
+        raise _fail(e) from None
+    sys.stdout.write(migration.to_yaml())
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

