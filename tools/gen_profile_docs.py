@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Regenerate the field reference in docs/profiles.md from the DecodeProfile classes' docstrings.
+
+Usage: tools/gen_profile_docs.py [--check]   (--check exits 1 when the file is stale)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from vllm_fleet.profile import ApiKeyRef, DecodeProfile, SLOs, SpeculativeConfig
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "profiles.md"
+BEGIN, END = "<!-- fields:begin (tools/gen_profile_docs.py) -->", "<!-- fields:end -->"
+
+
+def _type(annotation: object) -> str:
+    text = str(annotation).replace("typing.", "").replace("vllm_fleet.profile.", "")
+    text = text.replace("<class '", "").replace("'>", "")
+    return text.replace("NoneType", "None").replace("|", "\\|")
+
+
+def table(model: type[BaseModel]) -> str:
+    rows = [f"### `{model.__name__}`\n", (model.__doc__ or "").strip() + "\n", "| field | type | default | meaning |",
+            "|---|---|---|---|"]
+    for name, field in model.model_fields.items():
+        default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
+        desc = " ".join((field.description or "").split())
+        rows.append(f"| `{name}` | `{_type(field.annotation)}` | `{default}` | {desc} |")
+    return "\n".join(rows) + "\n"
+
+
+def generate() -> str:
+    return "\n".join(table(m) for m in (DecodeProfile, SpeculativeConfig, SLOs, ApiKeyRef))
+
+
+def main(argv: list[str]) -> int:
+    text = DOC.read_text(encoding="utf-8")
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    new = f"{head}{BEGIN}\n{generate()}{END}{tail}"
+    if "--check" in argv:
+        if new != text:
+            print(f"{DOC} is stale: run tools/gen_profile_docs.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(new, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
