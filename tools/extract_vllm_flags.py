@@ -610,10 +610,8 @@ def is_dataclass_cls(project: Project, cls: ClassRef, depth: int = 0) -> bool:
         return False
     if {"dataclass", "config"} & set(_decorator_names(cls.node)):
         return True
-    for b in class_bases(project, cls):
-        if isinstance(b, ClassRef) and is_dataclass_cls(project, b, depth + 1):
-            return True
-    return False
+    bases = class_bases(project, cls)
+    return any(isinstance(b, ClassRef) and is_dataclass_cls(project, b, depth + 1) for b in bases)
 
 
 def is_enum_cls(project: Project, cls: ClassRef, depth: int = 0) -> bool:
@@ -906,9 +904,7 @@ class KwargsFeatures:
             "get_type_hints", "is_dict_subclass", "contains_type", "is_type",
         }  # fmt: skip
         src = "\n".join(
-            ast.unparse(st)
-            for st in ast.walk(mod.tree)
-            if isinstance(st, ast.FunctionDef) and st.name in helpers
+            ast.unparse(st) for st in ast.walk(mod.tree) if isinstance(st, ast.FunctionDef) and st.name in helpers
         )
         if "def get_kwargs" not in src:
             return KwargsFeatures()
@@ -1045,9 +1041,7 @@ TYPEFN_BY_NAME = {
 class Interp:
     MAX_DEPTH = 14
 
-    def __init__(
-        self, project: Project, features: KwargsFeatures | None, warnings: list[str] | None = None
-    ) -> None:
+    def __init__(self, project: Project, features: KwargsFeatures | None, warnings: list[str] | None = None) -> None:
         self.project = project
         self.features = features or KwargsFeatures()
         self.warnings = warnings if warnings is not None else []
@@ -1158,9 +1152,7 @@ class Interp:
         except RecursionError:
             return UNKNOWN
         except Exception as exc:
-            self.warn(
-                f"eval error in {fr.mod.name}:{getattr(node, 'lineno', '?')}: {type(exc).__name__}: {exc}"
-            )
+            self.warn(f"eval error in {fr.mod.name}:{getattr(node, 'lineno', '?')}: {type(exc).__name__}: {exc}")
             return UNKNOWN
 
     def _eval(self, node: ast.expr, fr: Frame) -> Any:
@@ -1279,9 +1271,7 @@ class Interp:
             return v
         return UNKNOWN
 
-    def comprehension(
-        self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp, fr: Frame
-    ) -> Any:
+    def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp, fr: Frame) -> Any:
         if len(node.generators) != 1:
             return UNKNOWN
         gen = node.generators[0]
@@ -1344,11 +1334,7 @@ class Interp:
         if a is UNKNOWN or b is UNKNOWN:
             return UNKNOWN
         try:
-            if (
-                isinstance(op, ast.Add)
-                and type(a) is type(b)
-                and isinstance(a, (str, int, float, list, tuple))
-            ):
+            if isinstance(op, ast.Add) and type(a) is type(b) and isinstance(a, (str, int, float, list, tuple)):
                 return a + b
             if isinstance(op, ast.BitOr):
                 if isinstance(a, dict) and isinstance(b, dict):
@@ -1460,9 +1446,7 @@ class Interp:
                 if bound_set:
                     return FuncRef(c.mod, st, owner=c, bound=bound, has_bound=True)
                 return FuncRef(c.mod, st, owner=c)
-            if isinstance(st, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == attr for t in st.targets
-            ):
+            if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in st.targets):
                 if is_enum_cls(self.project, c):
                     return next((m for m in enum_members(c, self.project) if m.name == attr), UNKNOWN)
                 return self.eval(st.value, Frame(c.mod, {}, c, 0))
@@ -1543,8 +1527,7 @@ class Interp:
         if func.has_bound:
             vals.append(func.bound)
         return any(
-            isinstance(v, Parser)
-            or (isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()))
+            isinstance(v, Parser) or (isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()))
             for v in vals
         )
 
@@ -1586,9 +1569,7 @@ class Interp:
             return UNKNOWN
         return None
 
-    def call_method(
-        self, bm: BoundMethod, args: list[Any], kwargs: dict[str, Any], fr: Frame, node: ast.Call
-    ) -> Any:
+    def call_method(self, bm: BoundMethod, args: list[Any], kwargs: dict[str, Any], fr: Frame, node: ast.Call) -> Any:
         obj, name = bm.obj, bm.name
         if isinstance(obj, Parser):
             if name == "add_argument":
@@ -1902,14 +1883,10 @@ def config_file_rules(project: Project) -> dict[str, Any]:
         "key_prefix": "--" if "'--' + key" in src or '"--" + key' in src else "?",
         "bool_true": "--KEY",
         "bool_false": (
-            "--no-KEY if that option string exists, else dropped"
-            if "--no-" in src
-            else "dropped (default applies)"
+            "--no-KEY if that option string exists, else dropped" if "--no-" in src else "dropped (default applies)"
         ),
         "store_boolean_passthrough": "StoreBoolean" in src,
-        "list": "--KEY item1 item2 ..."
-        if "isinstance(value, list)" in src
-        else "--KEY str(list) (python repr)",
+        "list": "--KEY item1 item2 ..." if "isinstance(value, list)" in src else "--KEY str(list) (python repr)",
         "dict": "--KEY json.dumps(dict)"
         if "isinstance(value, dict)" in src
         else "--KEY str(dict) (python repr, not JSON)",
@@ -2121,9 +2098,7 @@ def print_report(table: dict[str, Any], results: list[VersionResult], elapsed: f
         if prev is not None:
             added = len(set(r.args) - set(prev))
             removed = len(set(prev) - set(r.args))
-            changed = sum(
-                1 for d in set(r.args) & set(prev) if _spec_tuple(r.args[d]) != _spec_tuple(prev[d])
-            )
+            changed = sum(1 for d in set(r.args) & set(prev) if _spec_tuple(r.args[d]) != _spec_tuple(prev[d]))
         counts = f"{len(r.args):>5} {added:>4} {removed:>4} {changed:>4} {len(r.warnings):>4}"
         print(f"{r.version:<12} {counts}  {r.artefact}")
         prev = r.args

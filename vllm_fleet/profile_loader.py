@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from vllm_fleet.catalog._data import list_dir, read_yaml
 from vllm_fleet.profile import DecodeProfile
@@ -53,9 +53,9 @@ def _unknown_key_hint(key: str, known: list[str]) -> str:
     return f"unknown field{suggestion} (profiles forbid unknown keys)"
 
 
-def _known_fields(loc: tuple[str | int, ...]) -> list[str]:
-    model: Any = DecodeProfile
-    for part in loc[:-1]:
+def _known_fields(root: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    model: Any = root
+    for part in (p for p in loc[:-1] if not isinstance(p, int)):
         field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
         if field is None:
             return []
@@ -66,13 +66,13 @@ def _known_fields(loc: tuple[str | int, ...]) -> list[str]:
     return list(model.model_fields)
 
 
-def problems_from_validation(err: ValidationError) -> list[Problem]:
+def problems_from_validation(err: ValidationError, root: type[BaseModel] = DecodeProfile) -> list[Problem]:
     out: list[Problem] = []
     for e in err.errors():
         loc = tuple(e["loc"])
         field = ".".join(str(p) for p in loc) or "(profile)"
         if e["type"] == "extra_forbidden":
-            out.append(Problem(field, _unknown_key_hint(str(loc[-1]), _known_fields(loc))))
+            out.append(Problem(field, _unknown_key_hint(str(loc[-1]), _known_fields(root, loc))))
         elif e["type"] == "missing":
             out.append(Problem(field, "required field is missing: add it"))
         else:

@@ -58,9 +58,10 @@ def test_unknown_flag_is_refused() -> None:
 def test_eagle_drafter_and_negated_boolean() -> None:
     m = migrate(
         "vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B "
-        "--num-speculative-tokens 6 --no-enable-prefix-caching",
+        "--num-speculative-tokens 6 --no-enable-prefix-caching -tp 1",
         "0.32.0",
         "h100-sxm",
     )
     assert m.profile.speculative is not None and m.profile.speculative.method == "eagle3"
     assert m.profile.enable_prefix_caching is False
+    assert m.profile.tensor_parallel_size == 1  # the short alias

@@ -48,7 +48,15 @@ def test_yaml_config_round_trips_to_the_same_values() -> None:
     text = config_yaml(prof, r)
     assert text.startswith("# Managed by vllm-fleet")
     assert yaml.safe_load(text) == r.config
-    assert r.config["speculative-config"]["model"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert json.loads(r.config["speculative-config"])["model"] == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def test_false_boolean_uses_the_negative_flag(builtin_data: Callable[[str], dict[str, Any]]) -> None:
+    prof = DecodeProfile.model_validate({**builtin_data("cpu-lab"), "enable_prefix_caching": False})
+    for version in ("0.10.2", "0.32.0"):
+        r = render(prof, version)
+        assert "--no-enable-prefix-caching" in r.argv
+        assert r.config["no-enable-prefix-caching"] is True and "enable-prefix-caching" not in r.config
 
 
 def test_env_format_quotes_the_command_line() -> None:

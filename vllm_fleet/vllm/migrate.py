@@ -88,11 +88,10 @@ def parse_flags(tokens: list[str]) -> tuple[str | None, dict[str, Any]]:
             model = tok
             continue
         name, eq, inline = tok.partition("=")
-        dest = name.lstrip("-").replace("-", "_")
-        negated = dest.startswith("no_") and flags.any_spec(dest[3:]) is not None
-        spec = flags.any_spec(dest[3:] if negated else dest)
-        if spec is None:
+        found = flags.find_option(name)
+        if found is None:
             raise ValueError(f"{name} is not a vLLM argument in any release {flags.known_range()}")
+        spec, negated = found
         if negated:
             values[spec.dest] = False
             continue

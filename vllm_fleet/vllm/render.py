@@ -107,8 +107,11 @@ def _missing(version: str, dest: str, field: str) -> Problem:
 
 
 def _check_value(version: str, spec: flags.ArgSpec, field: str, value: Any) -> Problem | None:
-    if spec.choices and spec.kind != "json" and str(value) not in {str(c) for c in spec.choices}:
-        return Problem(field, f"{value!r} is not accepted by vLLM {version} {spec.flag}; choose one of {spec.choices}")
+    # `metavar_choices`: values vLLM lists (Literal[...] | str) but argparse no longer enforces; vLLM's config
+    # validation still refuses others, later and at start-up, so we refuse them here.
+    allowed = spec.choices or spec.metavar_choices
+    if allowed and spec.kind != "json" and str(value) not in {str(c) for c in allowed}:
+        return Problem(field, f"{value!r} is not accepted by vLLM {version} {spec.flag}; choose one of {allowed}")
     if spec.kind == "store_true" and value is False:
         return Problem(field, f"vLLM {version} {spec.flag} can only be switched on; remove `{field}: false`")
     return None
@@ -116,7 +119,7 @@ def _check_value(version: str, spec: flags.ArgSpec, field: str, value: Any) -> P
 
 def _argv_items(spec: flags.ArgSpec, value: Any) -> list[str]:
     if spec.kind == "boolean_optional":
-        return [spec.flag] if value else ["--no-" + spec.flag.removeprefix("--")]
+        return [spec.flag] if value else [spec.negative_flag or "--no-" + spec.flag.removeprefix("--")]
     if spec.kind == "store_true":
         return [spec.flag] if value else []
     if isinstance(value, dict):
@@ -126,6 +129,18 @@ def _argv_items(spec: flags.ArgSpec, value: Any) -> list[str]:
     if isinstance(value, bool):
         return [spec.flag, "true" if value else "false"]
     return [spec.flag, str(value)]
+
+
+def _config_items(spec: flags.ArgSpec, value: Any) -> dict[str, Any]:
+    """One `--config` YAML entry, in the form every release's loader reads (engine_args_notes.md):
+    dashed keys; `false` as `no-KEY: true` (loaders before 0.28.0 drop a plain false); mappings as a JSON string
+    (loaders before 0.16.0 pass a Python repr)."""
+    key = spec.flag.removeprefix("--")
+    if spec.kind == "boolean_optional" and value is False:
+        return {f"no-{key}": True}
+    if isinstance(value, dict):
+        return {key: json.dumps(value, separators=(",", ":"))}
+    return {key: value}
 
 
 def render(profile: DecodeProfile, vllm_version: str | None = None) -> Rendered:
@@ -150,7 +165,7 @@ def render(profile: DecodeProfile, vllm_version: str | None = None) -> Rendered:
             continue
         args[dest] = value
         argv.extend(_argv_items(spec, value))
-        config[spec.flag.removeprefix("--")] = value
+        config.update(_config_items(spec, value))
     if problems:
         raise ProfileError(profile.name, problems)
     return Rendered(vllm_version=version, model=profile.serve_model, args=args, argv=argv, config=config)

@@ -1,0 +1,101 @@
+"""The Pulumi program under `pulumi.runtime.set_mocks`: validation first, one GpuNode per host, batches."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+from pulumi.runtime import rpc
+
+from vllm_fleet.fleet import FleetError, parse_fleet, resolve_fleet
+from vllm_fleet.paths import project_root
+
+# How the Pulumi SDK marks a secret value on the wire.
+SECRET_SIG, SECRET_VALUE = rpc._special_sig_key, rpc._special_secret_sig
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.resources.append(args)
+        outputs = dict(args.inputs)
+        if args.typ == "command:remote:Command":
+            outputs["stdout"] = "os=debian-12\ngpu=none"
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+def example_fleet() -> dict[str, Any]:
+    stack = yaml.safe_load((project_root() / "Pulumi.example.yaml").read_text())
+    fleet: dict[str, Any] = stack["config"]["vllm-fleet:fleet"]
+    return fleet
+
+
+def run_program(fleet: dict[str, Any]) -> Mocks:
+    mocks = Mocks()
+    config = {
+        "vllm-fleet:fleet": json.dumps(fleet),
+        "vllm-fleet:sshPrivateKey": "-----FAKE KEY FOR MOCKS-----",
+        "vllm-fleet:apiKey": "k-123",
+    }
+    pulumi.runtime.set_mocks(mocks, project="vllm-fleet", stack="test", preview=False)
+    pulumi.runtime.set_all_config(config, ["vllm-fleet:sshPrivateKey", "vllm-fleet:apiKey"])
+
+    from vllm_fleet.pulumi.program import run
+
+    @pulumi.runtime.test  # type: ignore[misc]
+    def program() -> None:
+        run()
+
+    program()
+    return mocks
+
+
+def test_example_fleet_is_valid() -> None:
+    nodes = resolve_fleet(parse_fleet(example_fleet()))
+    assert [n.host.name for n in nodes] == ["gpu-4090-a", "gpu-4090-b", "gpu-l40-a"]
+    assert nodes[0].profile.max_num_seqs == 16  # the per-host override applied
+
+
+def test_invalid_fleet_names_host_and_field() -> None:
+    fleet = example_fleet()
+    fleet["hosts"][2]["overrides"] = {"gpu_memory_utilization": 0.99}
+    fleet["hosts"][1]["hardware"] = "l40"
+    with pytest.raises(FleetError) as err:
+        resolve_fleet(parse_fleet(fleet))
+    text = str(err.value)
+    assert "hosts[2](gpu-l40-a).profile.gpu_memory_utilization" in text
+    assert "hosts[1](gpu-4090-b).profile: rtx4090-qwen2.5-7b-awq-fp8kv is tuned for rtx4090" in text
+
+
+def test_duplicate_hosts_and_unknown_keys() -> None:
+    fleet = example_fleet()
+    fleet["hosts"].append(dict(fleet["hosts"][0]))
+    fleet["hostz"] = []
+    with pytest.raises(FleetError) as err:
+        parse_fleet(fleet)
+    assert "share the name" in str(err.value) and "hostz" in str(err.value)
+
+
+def test_program_registers_one_node_per_host() -> None:
+    mocks = run_program(example_fleet())
+    by_type: dict[str, list[str]] = {}
+    for r in mocks.resources:
+        by_type.setdefault(r.typ, []).append(r.name)
+    assert sorted(by_type["vllm-fleet:index:GpuNode"]) == ["gpu-4090-a", "gpu-4090-b", "gpu-l40-a"]
+    assert len(by_type["command:remote:Command"]) == 3
+    assert len(by_type["command:local:Command"]) == 3
+    converge = next(r for r in mocks.resources if r.name == "gpu-4090-a-converge")
+    env = converge.inputs["environment"]
+    assert env.get(SECRET_SIG) == SECRET_VALUE  # the whole environment is a secret in state
+    node = json.loads(env["value"]["VLLM_FLEET_NODE"])
+    assert node["vllm_config"]["max-num-seqs"] == 16
+    assert "-----FAKE KEY" not in env["value"]["VLLM_FLEET_NODE"]
+    assert "triggers" not in converge.inputs  # changes update in place; a replacement would run `remove`

@@ -1,0 +1,170 @@
+"""The fleet spec: hosts, their hardware and profile references, validated before anything runs.
+
+Stack config (Pulumi) and inventories (plain Ansible) both describe a fleet this way. ``resolve_fleet`` turns a
+spec into one ``NodePlan`` per host — profile loaded, per-host overrides applied, rendered for the pinned vLLM
+version, planned — or raises ``FleetError`` listing every problem as ``hosts[i].field: message``. No host is
+touched on the way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from vllm_fleet.planner import Plan, plan
+from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile_loader import Problem, ProfileError, load_profile, parse_profile, problems_from_validation
+from vllm_fleet.vllm.render import Rendered, config_yaml, render
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class HostSpec(_Strict):
+    """One bare-metal node."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    """Host name (also the Pulumi resource name and the Ansible inventory name)."""
+    address: str
+    """IP or DNS name the controller reaches over SSH."""
+    ssh_user: str = "root"
+    """SSH user (root, or a user with passwordless sudo)."""
+    ssh_port: int = Field(default=22, ge=1, le=65535)
+    host_key: str | None = None
+    """The host's SSH public key (``ssh-ed25519 AAAA…``): pinned, so host-key checking stays on."""
+    hardware: str
+    """Hardware catalog key of the node's GPUs."""
+    gpus: int = Field(default=1, ge=1)
+    """GPUs in the node."""
+    profile: str
+    """Built-in profile name or profile YAML path."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Per-host profile fields (``max_num_seqs: 32``), validated like the profile itself."""
+
+
+class RolloutSpec(_Strict):
+    """How configuration changes roll across the fleet."""
+
+    batch_size: int = Field(default=1, ge=1)
+    """Hosts converged at once; the next batch starts only when this one passed its smoke gate."""
+
+
+class FleetSpec(_Strict):
+    """The whole fleet as stack config describes it."""
+
+    hosts: list[HostSpec] = Field(min_length=1)
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    role_vars: dict[str, Any] = Field(default_factory=dict)
+    """Extra Ansible variables for every host (mirror URLs, package pins…)."""
+
+    @field_validator("hosts")
+    @classmethod
+    def _unique(cls, hosts: list[HostSpec]) -> list[HostSpec]:
+        for attr in ("name", "address"):
+            seen: set[str] = set()
+            for h in hosts:
+                value = f"{getattr(h, attr)}:{h.ssh_port}" if attr == "address" else h.name
+                if value in seen:
+                    raise ValueError(f"two hosts share the {attr} {value!r}; each host needs its own")
+                seen.add(value)
+        return hosts
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """Everything the program needs for one host, computed before any resource is registered."""
+
+    host: HostSpec
+    profile: DecodeProfile
+    rendered: Rendered
+    plan: Plan
+    config_text: str
+    """The exact `vllm serve --config` file the host will get."""
+
+    @property
+    def config_hash(self) -> str:
+        return hashlib.sha256(self.config_text.encode()).hexdigest()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host.address}:{self.profile.port}"
+
+
+class FleetError(Exception):
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("invalid fleet spec:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _prefixed(prefix: str, problems: list[Problem]) -> list[Problem]:
+    return [Problem(f"{prefix}.{p.field}", p.message) for p in problems]
+
+
+def resolve_host(i: int, host: HostSpec) -> tuple[NodePlan | None, list[Problem]]:
+    where = f"hosts[{i}]({host.name})"
+    try:
+        base = load_profile(host.profile)
+    except ProfileError as err:
+        return None, _prefixed(f"{where}.profile", err.problems)
+    data = base.model_dump(exclude_unset=True)
+    data.update(host.overrides)
+    data.setdefault("gpus", host.gpus)
+    try:
+        profile = parse_profile(data, host.profile)
+    except ProfileError as err:
+        return None, _prefixed(f"{where}.overrides", err.problems)
+    problems: list[Problem] = []
+    if profile.hardware != host.hardware:
+        problems.append(
+            Problem(
+                f"{where}.profile",
+                f"{profile.name} is tuned for {profile.hardware}, the host has {host.hardware}; "
+                f"pick a {host.hardware} profile or fix the host's hardware",
+            )
+        )
+    try:
+        rendered = render(profile)
+    except ProfileError as err:
+        return None, problems + _prefixed(f"{where}.profile", err.problems)
+    result = plan(profile)
+    problems += [
+        Problem(f"{where}.profile.{f.field}", f.message) for f in result.findings if f.severity == "error"
+    ]
+    if problems:
+        return None, problems
+    return NodePlan(host, profile, rendered, result, config_yaml(profile, rendered)), []
+
+
+def parse_fleet(data: Any) -> FleetSpec:
+    try:
+        return FleetSpec.model_validate(data)
+    except ValidationError as err:
+        raise FleetError(problems_from_validation(err, FleetSpec)) from None
+
+
+def resolve_fleet(spec: FleetSpec) -> list[NodePlan]:
+    """One NodePlan per host, or FleetError with every problem of every host."""
+    nodes: list[NodePlan] = []
+    problems: list[Problem] = []
+    for i, host in enumerate(spec.hosts):
+        node, errs = resolve_host(i, host)
+        problems += errs
+        if node:
+            nodes.append(node)
+    if problems:
+        raise FleetError(problems)
+    return nodes
+
+
+def batches(nodes: list[NodePlan], size: int) -> list[list[NodePlan]]:
+    return [nodes[i : i + size] for i in range(0, len(nodes), size)]
+
+
+def spec_digest(obj: Any) -> str:
+    """A stable hash of JSON-able data (used for converge triggers)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,1 @@
+"""The Pulumi program: one GpuNode component per host, rolled out in batches."""

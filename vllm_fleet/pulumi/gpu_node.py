@@ -1,0 +1,132 @@
+"""`GpuNode`: a bare-metal vLLM node as a Pulumi ComponentResource (preflight → converge → smoke gate)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_command as command
+
+from vllm_fleet.fleet import NodePlan, spec_digest
+
+PREFLIGHT = r"""set -eu
+. /etc/os-release
+echo "os=${ID}-${VERSION_ID}"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu=/'
+else
+  echo "gpu=none (no driver yet)"
+fi
+case "${ID}-${VERSION_ID}" in
+  debian-12|ubuntu-22.04|ubuntu-24.04) ;;
+  *) echo "unsupported OS ${ID}-${VERSION_ID}: vllm-fleet supports Debian 12, Ubuntu 22.04 and 24.04" >&2; exit 1;;
+esac
+"""
+
+
+@dataclass
+class GpuNodeArgs:
+    """Inputs of one node; the secrets arrive as Pulumi secrets and stay secret in state."""
+
+    node: NodePlan
+    """The resolved host: profile, rendered config, plan (computed before any resource is registered)."""
+    ssh_private_key: pulumi.Input[str]
+    """Controller SSH private key (a Pulumi secret)."""
+    converge_digest: str
+    """Hash of the roles, templates and playbooks: a change re-converges every node."""
+    api_key: pulumi.Input[str] | None = None
+    """The node's API key (a Pulumi secret), written to a root-only file by the role."""
+    role_vars: dict[str, Any] = field(default_factory=dict)
+    """Extra Ansible variables (mirror URLs, package pins)."""
+    known_hosts_file: str | None = None
+    """known_hosts for Ansible's SSH (the lab writes one); else the host key from the fleet spec is used."""
+    smoke: bool = False
+    """Gate the node on `vllm-fleet smoke` after converging (the next batch waits for it)."""
+
+
+class GpuNode(pulumi.ComponentResource):
+    """One vLLM node: SSH preflight, Ansible converge (only when its inputs changed), smoke gate."""
+
+    endpoint: pulumi.Output[str]
+    config_hash: pulumi.Output[str]
+
+    def __init__(self, name: str, args: GpuNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("vllm-fleet:index:GpuNode", name, None, opts)
+        node, host = args.node, args.node.host
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.preflight = command.remote.Command(
+            f"{name}-preflight",
+            connection=command.remote.ConnectionArgs(
+                host=host.address,
+                port=host.ssh_port,
+                user=host.ssh_user,
+                private_key=args.ssh_private_key,
+                host_key=host.host_key,
+                dial_error_limit=5,
+            ),
+            create=PREFLIGHT,
+            triggers=[host.address, host.ssh_port],
+            opts=child,
+        )
+
+        spec = {
+            "host": host.model_dump(mode="json"),
+            "profile": node.profile.name,
+            "vllm_version": node.rendered.vllm_version,
+            "vllm_config": node.rendered.config,
+            "config_hash": node.config_hash,
+            "role_vars": args.role_vars,
+            "known_hosts_file": args.known_hosts_file,
+        }
+        env: dict[str, pulumi.Input[str]] = {
+            "VLLM_FLEET_NODE": json.dumps(spec, sort_keys=True),
+            # In the inputs (not `triggers`): a trigger change REPLACES the command, which would run its
+            # delete (the removal playbook) on a live node; an input change runs `update` = converge.
+            "VLLM_FLEET_CONVERGE_DIGEST": spec_digest([args.converge_digest, spec]),
+            "VLLM_FLEET_SSH_KEY": args.ssh_private_key,
+        }
+        if args.api_key is not None:
+            env["VLLM_FLEET_API_KEY"] = args.api_key
+        python = shlex.quote(sys.executable)
+        converge = f"{python} -m vllm_fleet.converge apply"
+        self.converge = command.local.Command(
+            f"{name}-converge",
+            create=converge,
+            update=converge,
+            delete=f"{python} -m vllm_fleet.converge remove",
+            environment=env,
+            logging=command.local.Logging.STDOUT_AND_STDERR,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.preflight]),
+        )
+        gate: pulumi.Resource = self.converge
+        if args.smoke:
+            smoke = (
+                f"{python} -m vllm_fleet.cli smoke {shlex.quote(node.endpoint)} "
+                f"--profile {shlex.quote(node.profile.name)} --timeout 300"
+            )
+            self.smoke = command.local.Command(
+                f"{name}-smoke",
+                create=smoke,
+                update=smoke,
+                environment={"VLLM_FLEET_CONVERGE_DIGEST": env["VLLM_FLEET_CONVERGE_DIGEST"]},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.converge]),
+            )
+            gate = self.smoke
+        self.gate = gate
+
+        self.endpoint = pulumi.Output.from_input(node.endpoint)
+        self.config_hash = pulumi.Output.from_input(node.config_hash)
+        self.register_outputs(
+            {
+                "endpoint": node.endpoint,
+                "vllm_version": node.rendered.vllm_version,
+                "profile": node.profile.name,
+                "config_hash": node.config_hash,
+                "preflight": self.preflight.stdout,
+            }
+        )

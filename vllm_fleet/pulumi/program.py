@@ -1,0 +1,74 @@
+"""The Pulumi program body: read stack config once, validate the fleet, register GpuNodes batch by batch."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pulumi
+
+from vllm_fleet.fleet import FleetError, batches, parse_fleet, resolve_fleet
+from vllm_fleet.paths import project_root
+from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs
+
+CONVERGE_INPUTS = ("roles", "playbooks", "templates", "ansible.cfg")
+
+
+def converge_digest(root: Path | None = None) -> str:
+    """Hash of every file the converge runs (roles, playbooks, templates): editing one re-converges."""
+    root = root or project_root()
+    digest = hashlib.sha256()
+    for name in CONVERGE_INPUTS:
+        base = root / name
+        files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else [base]
+        for path in files:
+            if path.exists() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def run() -> None:
+    cfg = pulumi.Config("vllm-fleet")
+    try:
+        spec = parse_fleet(cfg.require_object("fleet"))
+        nodes = resolve_fleet(spec)
+    except FleetError as err:
+        # Fails the preview/update before any resource is registered, naming each field and its fix.
+        raise pulumi.RunError(str(err)) from None
+    ssh_key = cfg.require_secret("sshPrivateKey")
+    api_key = cfg.get_secret("apiKey")
+    digest = converge_digest()
+    known_hosts = cfg.get("knownHostsFile")
+    smoke = cfg.get_bool("smoke")
+
+    previous: list[pulumi.Resource] = []
+    table: list[dict[str, object]] = []
+    for batch in batches(nodes, spec.rollout.batch_size):
+        current: list[pulumi.Resource] = []
+        for node in batch:
+            gpu = GpuNode(
+                node.host.name,
+                GpuNodeArgs(
+                    node=node,
+                    ssh_private_key=ssh_key,
+                    api_key=api_key,
+                    converge_digest=digest,
+                    role_vars=spec.role_vars,
+                    known_hosts_file=known_hosts,
+                    smoke=bool(smoke) if smoke is not None else False,
+                ),
+                opts=pulumi.ResourceOptions(depends_on=previous),
+            )
+            current.append(gpu.gate)
+            table.append(
+                {
+                    "host": node.host.name,
+                    "endpoint": node.endpoint,
+                    "hardware": node.host.hardware,
+                    "profile": node.profile.name,
+                    "vllm_version": node.rendered.vllm_version,
+                    "config_hash": node.config_hash[:12],
+                }
+            )
+        previous = current
+    pulumi.export("nodes", table)
