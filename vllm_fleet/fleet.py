@@ -132,9 +132,7 @@ def resolve_host(i: int, host: HostSpec) -> tuple[NodePlan | None, list[Problem]
     except ProfileError as err:
         return None, problems + _prefixed(f"{where}.profile", err.problems)
     result = plan(profile)
-    problems += [
-        Problem(f"{where}.profile.{f.field}", f.message) for f in result.findings if f.severity == "error"
-    ]
+    problems += [Problem(f"{where}.profile.{f.field}", f.message) for f in result.findings if f.severity == "error"]
     if problems:
         return None, problems
     return NodePlan(host, profile, rendered, result, config_yaml(profile, rendered)), []

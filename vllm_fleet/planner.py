@@ -287,7 +287,6 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
     def add(severity: Severity, field_name: str, message: str) -> None:
         out.append(Finding(severity, field_name, message))
 
-
     if profile.gpu_memory_utilization > UTIL_LIMIT:
         add(
             "error",
@@ -385,8 +384,7 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             "warning",
             "max_num_seqs",
             f"{profile.max_num_seqs} sequences × max_model_len {p.max_model_len} = {need} tokens > KV capacity "
-            f"{p.kv_capacity_tokens}: vLLM will preempt (watch vllm:num_preemptions_total); "
-            + ", or ".join(fixes),
+            f"{p.kv_capacity_tokens}: vLLM will preempt (watch vllm:num_preemptions_total); " + ", or ".join(fixes),
         )
 
     # -- speculative decoding -------------------------------------------------------------------------

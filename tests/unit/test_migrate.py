@@ -20,9 +20,7 @@ runner = CliRunner()
     ("script", "hardware", "builtin"),
     [("rtx4090.sh", "rtx4090", "rtx4090-qwen2.5-7b-spec"), ("l40.sh", "l40", "l40-qwen2.5-14b-spec")],
 )
-def test_article_commands_give_the_reference_profiles(
-    data_dir: Path, script: str, hardware: str, builtin: str
-) -> None:
+def test_article_commands_give_the_reference_profiles(data_dir: Path, script: str, hardware: str, builtin: str) -> None:
     command = (data_dir / "article" / script).read_text()
     result = runner.invoke(
         app, ["migrate", command, "--vllm-version", "0.32.0", "--hardware", hardware, "--name", builtin]

@@ -132,8 +132,16 @@ def test_quantization_must_match_checkpoint() -> None:
 
 
 def test_tensor_parallel_splits_weights_and_kv_heads() -> None:
-    one = plan(profile(hardware="h100-sxm", model="meta-llama/Llama-3.1-70B-Instruct", max_model_len=8192,
-                       gpus=4, tensor_parallel_size=4, max_num_seqs=8))
+    one = plan(
+        profile(
+            hardware="h100-sxm",
+            model="meta-llama/Llama-3.1-70B-Instruct",
+            max_model_len=8192,
+            gpus=4,
+            tensor_parallel_size=4,
+            max_num_seqs=8,
+        )
+    )
     assert one.weights_bytes == pytest.approx(70_553_706_496 * 2 / 4, rel=1e-6)
     assert one.kv_bytes_per_token == 2 * 80 * 2 * 128 * 2  # 8 KV heads over 4 ranks
     assert "tensor_parallel_size" in fields(plan(profile(tensor_parallel_size=3, gpus=4)).findings, "error")

@@ -46,6 +46,7 @@ FIELD_TO_ARG: dict[str, str] = {
 # fields, whose "unset" value means "let vLLM decide".
 _UNSET_MEANS_DEFAULT = {"enforce_eager": False, "dtype": "auto", "kv_cache_dtype": "auto"}
 
+
 @dataclass(frozen=True)
 class Rendered:
     """A profile rendered for one vLLM version."""
@@ -184,10 +185,14 @@ def template_env() -> jinja2.Environment:
 
 def config_yaml(profile: DecodeProfile, rendered: Rendered) -> str:
     """The ``vllm serve --config`` file, through templates/vllm-config.yaml.j2 (the role uses it too)."""
-    return template_env().get_template("vllm-config.yaml.j2").render(
-        vllm_config=rendered.config,
-        vllm_profile_name=profile.name,
-        vllm_version=rendered.vllm_version,
+    return (
+        template_env()
+        .get_template("vllm-config.yaml.j2")
+        .render(
+            vllm_config=rendered.config,
+            vllm_profile_name=profile.name,
+            vllm_version=rendered.vllm_version,
+        )
     )
 
 
