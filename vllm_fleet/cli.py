@@ -6,7 +6,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -17,6 +17,9 @@ from vllm_fleet.planner import DEFAULT_CONTEXT_TOKENS, plan
 from vllm_fleet.profile_loader import ProfileError, builtin_profiles, load_profile
 from vllm_fleet.validate import check_file
 from vllm_fleet.vllm.render import config_yaml, env_file, render
+
+if TYPE_CHECKING:
+    from vllm_fleet.smoke import SmokeResult
 
 app = typer.Typer(help="Infrastructure-as-code for vLLM on sovereign GPU servers.", no_args_is_help=True)
 out = Console()
@@ -140,6 +143,85 @@ def migrate(
     except (ProfileError, ValueError) as e:
         raise _fail(e) from None
     sys.stdout.write(migration.to_yaml())
+
+
+def _print_checks(result: SmokeResult, as_json: bool, junit: Path | None) -> None:
+    if junit is not None:
+        junit.write_text(result.junit(), encoding="utf-8")
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        return
+    table = Table("check", "result", "detail", title=f"smoke: {result.url} ({result.profile})")
+    style = {"pass": "green", "fail": "bold red", "skip": "dim"}
+    for c in result.checks:
+        table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+    out.print(table)
+    if result.reason:
+        err.print(f"could not check: {result.reason}", markup=False)
+
+
+@app.command("smoke")
+def smoke_cmd(
+    url: Annotated[str, typer.Argument(help="Base URL of the node, e.g. http://10.0.0.5:8000")],
+    profile: ProfileOpt,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.")] = 120,
+    requests: Annotated[int, typer.Option(help="Concurrent probe completions.")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per probe completion.")] = 32,
+    api_key_file: Annotated[Path | None, typer.Option(help="File holding the node's API key.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    junit: Annotated[Path | None, typer.Option(help="Also write a JUnit XML report here.")] = None,
+) -> None:
+    """Gate a node: /health, /v1/models, a probe load, then /metrics against the profile.
+
+    Exit 0 pass, 1 fail, 2 could not check."""
+    from vllm_fleet.smoke import smoke
+
+    try:
+        prof = load_profile(profile)
+    except ProfileError as e:
+        raise _fail(e, 2) from None
+    key = api_key_file.read_text().strip() if api_key_file else None
+    result = smoke(url, prof, timeout_s=timeout, requests=requests, max_tokens=max_tokens, api_key=key)
+    _print_checks(result, as_json, junit)
+    raise typer.Exit(result.exit_code)
+
+
+def _lab_app() -> typer.Typer:
+    from vllm_fleet.lab.cli import app as lab
+
+    return lab
+
+
+app.add_typer(_lab_app(), name="lab", help="The local lab: N systemd-nspawn hosts with an air-gapped mirror.")
+
+metrics_app = typer.Typer(help="Checks on saved /metrics scrapes.", no_args_is_help=True)
+app.add_typer(metrics_app, name="metrics")
+
+
+@metrics_app.command("check")
+def metrics_check(
+    file: Annotated[Path, typer.Argument(help="A /metrics scrape (Prometheus text format).")],
+    profile: ProfileOpt,
+    before: Annotated[Path | None, typer.Option(help="An earlier scrape, for counter and histogram deltas.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    junit: Annotated[Path | None, typer.Option(help="Also write a JUnit XML report here.")] = None,
+) -> None:
+    """The smoke test's /metrics checks on saved scrapes. Exit 0 pass, 1 fail, 2 could not check."""
+    from vllm_fleet.smoke import SmokeResult
+    from vllm_fleet.smoke_checks import check_metrics, parse_scrape
+
+    try:
+        prof = load_profile(profile)
+        after = parse_scrape(file.read_text(encoding="utf-8"))
+        earlier = parse_scrape(before.read_text(encoding="utf-8")) if before else None
+    except ProfileError as e:
+        raise _fail(e, 2) from None
+    except (OSError, ValueError) as e:
+        raise _fail(ValueError(f"cannot read scrape: {e}"), 2) from None
+    result = SmokeResult(url=str(file), profile=prof.name)
+    result.checks = check_metrics(prof, after, earlier, plan=plan(prof))
+    _print_checks(result, as_json, junit)
+    raise typer.Exit(result.exit_code)
 
 
 def main() -> None:

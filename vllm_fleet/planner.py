@@ -16,8 +16,6 @@ from vllm_fleet.profile import DecodeProfile
 Severity = Literal["error", "warning", "info"]
 
 GIB = 1024**3
-DEFAULT_BLOCK_SIZE = 16
-"""vLLM's KV block size on GPUs when the profile does not set one."""
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 """vLLM's V1 default for ``vllm serve`` on a GPU when the profile leaves it unset."""
 DEFAULT_CONTEXT_TOKENS = 1024
@@ -100,10 +98,12 @@ class Plan:
 
 
 def activation_dtype_bytes(profile: DecodeProfile, model: ModelArch, hw: Hardware) -> float:
+    """vLLM's `auto`: the checkpoint's 16-bit dtype; float32 checkpoints are served in bfloat16 (vLLM downcasts
+    them), and the CPU build serves float16 checkpoints in bfloat16 too."""
     dtype: str = profile.dtype
     if dtype == "auto":
-        dtype = model.torch_dtype if model.torch_dtype in DTYPE_BYTES else "bfloat16"
-        if hw.architecture == "cpu" and dtype == "float16":
+        dtype = model.torch_dtype if DTYPE_BYTES.get(model.torch_dtype) == 2 else "bfloat16"
+        if hw.architecture == "cpu":
             dtype = "bfloat16"
     return DTYPE_BYTES[dtype]
 
@@ -227,7 +227,7 @@ def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -
     else:
         kv_budget = usable - weights - draft_weights - activation - overhead
 
-    block = profile.block_size or DEFAULT_BLOCK_SIZE
+    block = profile.block_size or hw.kv_block_size
     page = block * (kv_per_token + draft_kv)
     blocks = max(0, kv_budget // page) if page else 0
     capacity = blocks * block

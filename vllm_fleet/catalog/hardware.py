@@ -41,6 +41,8 @@ class Hardware(BaseModel):
     """NVSwitch fabric (HGX boards): the driver role installs a version-locked nvidia-fabricmanager."""
     open_kernel_module: Literal["required", "recommended", "none"]
     """Which NVIDIA kernel-module flavour this GPU needs."""
+    kv_block_size: int = Field(default=16, gt=0)
+    """vLLM's default tokens per KV block on this platform (GPUs 16; the CPU build 128)."""
     runtime_overhead_mib: int = Field(ge=0)
     """Reserved besides weights, KV and activations: CUDA context, library workspaces, CUDA graphs."""
 

