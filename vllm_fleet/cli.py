@@ -104,10 +104,10 @@ def render_cmd(
             err.print("cannot check: no vLLM found (set VLLM_FLEET_VLLM_PYTHON or run tools/vllm_cpu_env.sh)")
             raise typer.Exit(2)
         result = check_argv(rendered.argv, python)
-        if not result.ok:
-            err.print(f"vLLM rejected the arguments: {result.message}", markup=False)
+        if not result.accepted:
+            err.print(f"vLLM {result.vllm_version} rejected the arguments ({result.stage}): {result.error}", markup=False)
             raise typer.Exit(1)
-        err.print(f"vLLM {result.version} accepts the arguments", markup=False)
+        err.print(f"vLLM {result.vllm_version} accepts the arguments", markup=False)
 
 
 @app.command()

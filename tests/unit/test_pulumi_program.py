@@ -24,7 +24,7 @@ class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.resources.append(args)
         outputs = dict(args.inputs)
-        if args.typ == "command:remote:Command":
+        if "connection" in args.inputs:
             outputs["stdout"] = "os=debian-12\ngpu=none"
         return f"{args.name}-id", outputs
 
@@ -90,8 +90,10 @@ def test_program_registers_one_node_per_host() -> None:
     for r in mocks.resources:
         by_type.setdefault(r.typ, []).append(r.name)
     assert sorted(by_type["vllm-fleet:index:GpuNode"]) == ["gpu-4090-a", "gpu-4090-b", "gpu-l40-a"]
-    assert len(by_type["command:remote:Command"]) == 3
-    assert len(by_type["command:local:Command"]) == 3
+    commands = sorted(by_type["pulumi-python:dynamic:Resource"])
+    assert commands == sorted(
+        f"{h}-{c}" for h in ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a") for c in ("preflight", "converge")
+    )
     converge = next(r for r in mocks.resources if r.name == "gpu-4090-a-converge")
     env = converge.inputs["environment"]
     assert env.get(SECRET_SIG) == SECRET_VALUE  # the whole environment is a secret in state

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-import pulumi_command as command
 
 from vllm_fleet.fleet import NodePlan, spec_digest
+from vllm_fleet.pulumi.commands import LocalCommand, RemoteCommand
 
 PREFLIGHT = r"""set -eu
 . /etc/os-release
@@ -59,16 +59,16 @@ class GpuNode(pulumi.ComponentResource):
         node, host = args.node, args.node.host
         child = pulumi.ResourceOptions(parent=self)
 
-        self.preflight = command.remote.Command(
+        self.preflight = RemoteCommand(
             f"{name}-preflight",
-            connection=command.remote.ConnectionArgs(
-                host=host.address,
-                port=host.ssh_port,
-                user=host.ssh_user,
-                private_key=args.ssh_private_key,
-                host_key=host.host_key,
-                dial_error_limit=5,
-            ),
+            connection={
+                "host": host.address,
+                "port": host.ssh_port,
+                "user": host.ssh_user,
+                "private_key": args.ssh_private_key,
+                "host_key": host.host_key,
+                "known_hosts_file": args.known_hosts_file,
+            },
             create=PREFLIGHT,
             triggers=[host.address, host.ssh_port],
             opts=child,
@@ -94,13 +94,12 @@ class GpuNode(pulumi.ComponentResource):
             env["VLLM_FLEET_API_KEY"] = args.api_key
         python = shlex.quote(sys.executable)
         converge = f"{python} -m vllm_fleet.converge apply"
-        self.converge = command.local.Command(
+        self.converge = LocalCommand(
             f"{name}-converge",
             create=converge,
             update=converge,
             delete=f"{python} -m vllm_fleet.converge remove",
             environment=env,
-            logging=command.local.Logging.STDOUT_AND_STDERR,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.preflight]),
         )
         gate: pulumi.Resource = self.converge
@@ -109,7 +108,7 @@ class GpuNode(pulumi.ComponentResource):
                 f"{python} -m vllm_fleet.cli smoke {shlex.quote(node.endpoint)} "
                 f"--profile {shlex.quote(node.profile.name)} --timeout 300"
             )
-            self.smoke = command.local.Command(
+            self.smoke = LocalCommand(
                 f"{name}-smoke",
                 create=smoke,
                 update=smoke,
