@@ -24,6 +24,7 @@ SCRAPED = {
     "max_num_seqs": 8,
     "max_num_batched_tokens": 2048,
     "enable_prefix_caching": True,
+    "dtype": "auto",  # bf16: the scraped server ran the tiny model's own dtype
 }
 
 
@@ -47,6 +48,14 @@ def test_healthy_node_passes(scrapes: tuple[str, str], builtin_data: Callable[[s
     assert {n: c.status for n, c in checks.items() if c.status == "fail"} == {}
     assert checks["tokens"].detail == "generation tokens +120"
     assert checks["kv_capacity"].status == "pass"  # planner blocks vs vLLM's num_gpu_blocks, within 2 %
+
+
+def test_kv_capacity_check_sees_a_wrong_dtype(
+    scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]
+) -> None:
+    prof = profile(builtin_data, dtype="float32")  # 2 KiB/token planned, the node ran bf16 (1 KiB/token)
+    checks = by_name(check_metrics(prof, parse_scrape(scrapes[1]), parse_scrape(scrapes[0]), plan=plan(prof)))
+    assert checks["kv_capacity"].status == "fail" and "ratio 2.0000" in checks["kv_capacity"].detail
 
 
 def test_cache_flag_differing_from_profile_is_caught(
