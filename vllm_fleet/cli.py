@@ -105,7 +105,8 @@ def render_cmd(
             raise typer.Exit(2)
         result = check_argv(rendered.argv, python)
         if not result.accepted:
-            err.print(f"vLLM {result.vllm_version} rejected the arguments ({result.stage}): {result.error}", markup=False)
+            why = f"({result.stage}): {result.error}"
+            err.print(f"vLLM {result.vllm_version} rejected the arguments {why}", markup=False)
             raise typer.Exit(1)
         err.print(f"vLLM {result.vllm_version} accepts the arguments", markup=False)
 
