@@ -187,6 +187,50 @@ def smoke_cmd(
     raise typer.Exit(result.exit_code)
 
 
+@app.command("bench")
+def bench_cmd(
+    url: Annotated[str, typer.Argument(help="Base URL of the node.")],
+    profile: ProfileOpt,
+    concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency levels.")] = "1,2,4,8",
+    max_tokens: Annotated[int, typer.Option(help="Tokens per completion (ignore_eos).")] = 64,
+    requests_per_client: Annotated[int, typer.Option(help="Sequential completions per client per level.")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the sweep as JSON.")] = False,
+    plot_file: Annotated[Path | None, typer.Option("--plot", help="Write a PNG of throughput vs concurrency.")] = None,
+    api_key_file: Annotated[Path | None, typer.Option(help="File holding the node's API key.")] = None,
+) -> None:
+    """Decode tokens/s per user and aggregate, TTFT and ITL at each concurrency, beside the planner's roofline."""
+    from vllm_fleet.bench import plot, sweep
+
+    try:
+        prof = load_profile(profile)
+        levels = [int(x) for x in concurrency.split(",") if x.strip()]
+    except (ProfileError, ValueError) as e:
+        raise _fail(e, 2) from None
+    key = api_key_file.read_text().strip() if api_key_file else None
+    result = sweep(url, prof, levels, max_tokens=max_tokens, requests_per_client=requests_per_client, api_key=key)
+    if plot_file:
+        plot(result, plot_file)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        return
+    table = Table(title=f"decode sweep: {url} ({prof.name}), {max_tokens} tokens per request")
+    for col in ("C", "agg tok/s", "roofline agg", "per-user tok/s", "roofline/user", "TTFT p50/p95 ms",
+                "ITL p50/p95 ms"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for x in result.levels:
+        table.add_row(
+            str(x.concurrency),
+            f"{x.aggregate_tokens_per_s:,.1f}",
+            f"{x.roofline_aggregate_tokens_per_s:,.0f}",
+            f"{x.per_user_tokens_per_s:,.1f}",
+            f"{x.roofline_per_user_tokens_per_s:,.0f}",
+            f"{x.ttft_p50_s * 1000:.0f} / {x.ttft_p95_s * 1000:.0f}",
+            f"{x.itl_p50_s * 1000:.1f} / {x.itl_p95_s * 1000:.1f}",
+        )
+    out.print(table)
+    out.print(f"batching gain (aggregate at C={result.levels[-1].concurrency} / C=1): {result.batching_gain:.2f}×")
+
+
 def _lab_app() -> typer.Typer:
     from vllm_fleet.lab.cli import app as lab
 
