@@ -26,7 +26,9 @@ def extravars(node: dict[str, Any], api_key: str | None) -> dict[str, Any]:
     hw = load_hardware(node["host"]["hardware"])
     out: dict[str, Any] = {
         "vllm_fleet_hardware": hw.key,
-        "vllm_fleet_install_nvidia": hw.architecture != "cpu",
+        # No GPU, no NVIDIA stack (a lab overrides these through role_vars to exercise the roles on stand-ins).
+        "vllm_fleet_nvidia_driver": hw.architecture != "cpu",
+        "vllm_fleet_cuda_toolkit": hw.architecture != "cpu",
         "nvidia_driver_gpu_architecture": hw.architecture,
         "nvidia_driver_nvswitch": hw.nvswitch,
         "vllm_profile_name": node["profile"],

