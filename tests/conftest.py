@@ -12,6 +12,7 @@ import yaml
 from vllm_fleet.catalog._data import read_yaml
 
 DATA = Path(__file__).parent / "data"
+pytest_plugins = ["tests.fixtures_lab"]
 
 
 @pytest.fixture
@@ -37,3 +38,16 @@ def write_profile(tmp_path: Path) -> Callable[[str, Any], Path]:
         return path
 
     return write
+
+
+# Cheap, independent tests first; then the ones with real vLLM; then the lab (one lab per machine: the hosts
+# test brings its own up and down); then the converged lab, which the Pulumi end-to-end test reuses.
+_ORDER = ("tests/unit/", "tests/roles/", "tests/mirror/", "tests/vllm/", "tests/lab/", "tests/converge/", "tests/e2e/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = str(item.fspath)
+        return next((i for i, part in enumerate(_ORDER) if part in path), len(_ORDER))
+
+    items.sort(key=rank)

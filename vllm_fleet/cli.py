@@ -187,6 +187,23 @@ def smoke_cmd(
     raise typer.Exit(result.exit_code)
 
 
+@app.command("up")
+def up_cmd(
+    hosts: Annotated[
+        int | None, typer.Option("--hosts", "-n", help="Lab hosts (default: as many as are up, else 2).")
+    ] = (None),
+    stack_name: Annotated[str, typer.Option("--stack", help="Pulumi stack name.")] = "lab",
+) -> None:
+    """The main job on the local lab: lab hosts + air-gapped mirror up, then `pulumi up`; ends with the nodes."""
+    from vllm_fleet.lab.fleet import lab_fleet_up
+
+    nodes = lab_fleet_up(hosts, stack_name, log=lambda line: out.print(line, markup=False, highlight=False))
+    table = Table("host", "endpoint", "hardware", "profile", "vLLM", "config", title=f"fleet: stack {stack_name}")
+    for n in nodes:
+        table.add_row(n["host"], n["endpoint"], n["hardware"], n["profile"], n["vllm_version"], n["config_hash"])
+    out.print(table)
+
+
 @app.command("bench")
 def bench_cmd(
     url: Annotated[str, typer.Argument(help="Base URL of the node.")],

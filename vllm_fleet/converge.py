@@ -2,6 +2,8 @@
 
     python -m vllm_fleet.converge apply|remove
 
+    python -m vllm_fleet.converge smoke        (the rollout gate after a converge)
+
 Input comes from the environment, so secrets never appear on a command line:
   VLLM_FLEET_NODE     JSON: host, profile name, vLLM version, rendered vllm_config, role vars
   VLLM_FLEET_SSH_KEY  the controller's SSH private key (a Pulumi secret)
@@ -19,6 +21,7 @@ from vllm_fleet.ansible import InventoryHost, PlaybookResult, run_playbook
 from vllm_fleet.catalog import load_hardware
 
 PLAYBOOKS = {"apply": "site.yml", "remove": "remove.yml"}
+ACTIONS = (*PLAYBOOKS, "smoke")
 
 
 def extravars(node: dict[str, Any], api_key: str | None) -> dict[str, Any]:
@@ -54,11 +57,28 @@ def converge(action: str, node: dict[str, Any], ssh_key: str | None, api_key: st
     )
 
 
+def smoke_gate(node: dict[str, Any], api_key: str | None) -> int:
+    """The rollout gate: `vllm-fleet smoke` on the node with its effective profile (overrides applied)."""
+    from vllm_fleet.profile import DecodeProfile
+    from vllm_fleet.smoke import smoke
+
+    profile = DecodeProfile.model_validate(node["profile_data"])
+    url = f"http://{node['host']['address']}:{profile.port}"
+    result = smoke(url, profile, timeout_s=300, api_key=api_key)
+    for check in result.checks:
+        print(f"{check.status:>4} {check.name}: {check.detail}")
+    if result.reason:
+        print(f"could not check: {result.reason}")
+    return result.exit_code
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in PLAYBOOKS:
-        print("usage: python -m vllm_fleet.converge apply|remove", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in ACTIONS:
+        print("usage: python -m vllm_fleet.converge apply|remove|smoke", file=sys.stderr)
         return 2
     node = json.loads(os.environ["VLLM_FLEET_NODE"])
+    if argv[0] == "smoke":
+        return smoke_gate(node, os.environ.get("VLLM_FLEET_API_KEY"))
     result = converge(argv[0], node, os.environ.get("VLLM_FLEET_SSH_KEY"), os.environ.get("VLLM_FLEET_API_KEY"))
     name = node["host"]["name"]
     print(

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from vllm_fleet.lab import config
-from vllm_fleet.lab.hosts import LabStatus, lab_down, lab_status, lab_up
+from vllm_fleet.lab.hosts import LabStatus, lab_status, lab_up
+from vllm_fleet.lab.site import site_down, site_up
 from vllm_fleet.lab.system import LabError, require_root
 
 app = typer.Typer(
@@ -55,12 +56,16 @@ def up(
     inventory: Annotated[
         Path | None, typer.Option(help="inventory directory to write [default: inventories/lab]")
     ] = None,
+    mirror: Annotated[bool, typer.Option(help="also build and serve the air-gapped mirror on the bridge")] = True,
 ) -> None:
     """Start the lab (builds the Debian rootfs once); a no-op when it is already up."""
     _root()
     start = time.monotonic()
     try:
-        state = lab_up(hosts, state_dir, inventory_dir=inventory, log=console.print)
+        if mirror:
+            state = site_up(hosts, state_dir, log=console.print).state
+        else:
+            state = lab_up(hosts, state_dir, inventory_dir=inventory, log=console.print)
     except LabError as err:
         raise _fail(err) from None
     console.print(f"lab up: {len(state.hosts)} hosts in {time.monotonic() - start:.1f}s")
@@ -109,7 +114,7 @@ def down(state_dir: StateDirOpt = None) -> None:
     _root()
     start = time.monotonic()
     try:
-        lab_down(state_dir, log=console.print)
+        site_down(state_dir, log=console.print)
     except LabError as err:
         raise _fail(err) from None
     console.print(f"lab down in {time.monotonic() - start:.1f}s")

