@@ -92,7 +92,7 @@ def test_program_registers_one_node_per_host() -> None:
     assert sorted(by_type["vllm-fleet:index:GpuNode"]) == ["gpu-4090-a", "gpu-4090-b", "gpu-l40-a"]
     commands = sorted(by_type["pulumi-python:dynamic:Resource"])
     assert commands == sorted(
-        f"{h}-{c}" for h in ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a") for c in ("preflight", "converge")
+        f"{h}-{c}" for h in ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a") for c in ("preflight", "converge", "smoke")
     )
     converge = next(r for r in mocks.resources if r.name == "gpu-4090-a-converge")
     env = converge.inputs["environment"]

@@ -49,11 +49,14 @@ def run_remote(connection: dict[str, Any], script: str, environment: dict[str, s
     """Run ``script`` with ``sh -s`` over SSH, the host key pinned, the private key in a 0600 temp file."""
     host, port, user = connection["host"], int(connection.get("port") or 22), connection.get("user") or "root"
     with tempfile.TemporaryDirectory(prefix="vllm-fleet-ssh-") as tmp:
-        key = Path(tmp) / "id"
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            text = str(connection["private_key"])
-            fh.write(text if text.endswith("\n") else text + "\n")
+        identity: list[str] = []
+        if connection.get("private_key"):
+            key = Path(tmp) / "id"
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                text = str(connection["private_key"])
+                fh.write(text if text.endswith("\n") else text + "\n")
+            identity = ["-i", str(key)]
         known = Path(tmp) / "known_hosts"
         if connection.get("host_key"):
             name = host if port == 22 else f"[{host}]:{port}"
@@ -63,7 +66,7 @@ def run_remote(connection: dict[str, Any], script: str, environment: dict[str, s
         exports = "".join(f"export {k}={_sh_quote(v)}\n" for k, v in (environment or {}).items())
         argv = [
             "ssh",
-            "-i", str(key),
+            *identity,
             "-p", str(port),
             "-o", "BatchMode=yes",
             "-o", "StrictHostKeyChecking=yes",

@@ -34,8 +34,8 @@ class GpuNodeArgs:
 
     node: NodePlan
     """The resolved host: profile, rendered config, plan (computed before any resource is registered)."""
-    ssh_private_key: pulumi.Input[str]
-    """Controller SSH private key (a Pulumi secret)."""
+    ssh_private_key: pulumi.Input[str] | None
+    """Controller SSH private key (a Pulumi secret); None: the controller's own SSH keys / agent."""
     converge_digest: str
     """Hash of the roles, templates and playbooks: a change re-converges every node."""
     api_key: pulumi.Input[str] | None = None
@@ -89,8 +89,9 @@ class GpuNode(pulumi.ComponentResource):
             # In the inputs (not `triggers`): a trigger change REPLACES the command, which would run its
             # delete (the removal playbook) on a live node; an input change runs `update` = converge.
             "VLLM_FLEET_CONVERGE_DIGEST": spec_digest([args.converge_digest, spec]),
-            "VLLM_FLEET_SSH_KEY": args.ssh_private_key,
         }
+        if args.ssh_private_key is not None:
+            env["VLLM_FLEET_SSH_KEY"] = args.ssh_private_key
         if args.api_key is not None:
             env["VLLM_FLEET_API_KEY"] = args.api_key
         python = shlex.quote(sys.executable)

@@ -35,7 +35,8 @@ def run() -> None:
     except FleetError as err:
         # Fails the preview/update before any resource is registered, naming each field and its fix.
         raise pulumi.RunError(str(err)) from None
-    ssh_key = cfg.require_secret("sshPrivateKey")
+    # Without a key in config, SSH falls back to the controller's own keys / agent.
+    ssh_key = cfg.get_secret("sshPrivateKey")
     api_key = cfg.get_secret("apiKey")
     digest = converge_digest()
     known_hosts = cfg.get("knownHostsFile")
