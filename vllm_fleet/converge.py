@@ -38,6 +38,8 @@ def extravars(node: dict[str, Any], api_key: str | None) -> dict[str, Any]:
         "vllm_version": node["vllm_version"],
         "vllm_config": node["vllm_config"],
         "vllm_config_hash": node["config_hash"],
+        # The effective profile (overrides applied), for the role's smoke-test hook.
+        "vllm_fleet_profile_data": node.get("profile_data"),
     }
     out.update(node.get("role_vars") or {})
     if api_key:

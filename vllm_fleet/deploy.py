@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,8 @@ class Engine:
 
     def env(self) -> dict[str, str]:
         return {
-            "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            # The engine first, then this interpreter's venv: dynamic providers run `python3` from PATH.
+            "PATH": f"{self.bin_dir}:{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "PULUMI_HOME": str(self.home),
             "PULUMI_BACKEND_URL": f"file://{self.backend}",
             "PULUMI_CONFIG_PASSPHRASE_FILE": str(self.passphrase_file),
