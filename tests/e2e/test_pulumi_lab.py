@@ -104,7 +104,9 @@ def test_pulumi_lifecycle(lab_stack: Any, site: Any, engine: Any) -> None:
     # 5. No secret in plain text: the state files the backend keeps (current, history, backups) and everything
     #    the engine printed or logged. (`stack export` would not do: the Automation API passes --show-secrets.)
     state_text = "".join(
-        p.read_text(errors="ignore") for p in Path(engine.backend, ".pulumi").rglob("*") if p.is_file() and st.name in str(p)
+        p.read_text(errors="ignore")
+        for p in Path(engine.backend, ".pulumi").rglob("*")
+        if p.is_file() and st.name in str(p)
     )
     assert '"ciphertext"' in state_text  # the secrets are there, encrypted
     key_text = Path(site.state.ssh_key).read_text().strip()
