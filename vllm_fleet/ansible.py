@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,11 +103,15 @@ def run_playbook(
             project_dir=str(root),
             playbook=str(playbook_path(playbook)),
             inventory=inv,
-            extravars=extravars or {},
+            # The controller-side tasks (profile rendering, the smoke hook) run with this very interpreter.
+            extravars={"vllm_fleet_python": sys.executable, **(extravars or {})},
             limit=limit,
             cmdline=cmdline,
+            binary=str(Path(sys.executable).parent / "ansible-playbook"),
             quiet=quiet,
             envvars={
+                # ansible-playbook of this venv, not whatever else is first on PATH.
+                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                 "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
                 "ANSIBLE_ROLES_PATH": str(root / "roles"),
                 "ANSIBLE_HOST_KEY_CHECKING": "True",
