@@ -107,7 +107,6 @@ def run_playbook(
             extravars={"vllm_fleet_python": sys.executable, **(extravars or {})},
             limit=limit,
             cmdline=cmdline,
-            binary=str(Path(sys.executable).parent / "ansible-playbook"),
             quiet=quiet,
             envvars={
                 # ansible-playbook of this venv, not whatever else is first on PATH.
