@@ -1,9 +1,10 @@
 """`vllm-fleet bench`: a decode concurrency sweep against a live node, beside the planner's roofline.
 
 At each concurrency C, C clients each stream ``requests_per_client`` completions of ``max_tokens`` tokens
-(ignore_eos, temperature 0). Per request: TTFT (first streamed token) and ITL (gaps between streamed
-tokens). Per level: decode tokens/s per user, aggregate tokens/s (all completion tokens / wall time), TTFT and
-ITL percentiles — and the roofline for a batch of C from the planner.
+(ignore_eos, temperature 0). Per level: tokens/s per user (completion tokens / request latency), aggregate
+tokens/s (all completion tokens / wall time), and TTFT / ITL percentiles from the node's own histograms
+(`/metrics` deltas over the level: streamed chunks coalesce on the wire, so client-side gaps understate ITL) —
+beside the planner's roofline for a batch of C.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from vllm_fleet.catalog import load_hardware, load_model
 from vllm_fleet.planner import Plan, plan, step_time_s
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.smoke import served_name
+from vllm_fleet.smoke_checks import Scrape, histogram_quantile, parse_scrape
+from vllm_fleet.vllm import metrics_table
 
 PROMPT = "Write a long story about a lighthouse keeper who counts the ships that pass each night:"
 
@@ -60,8 +63,22 @@ class Sweep:
         return last.aggregate_tokens_per_s / first.aggregate_tokens_per_s if first.aggregate_tokens_per_s else 0.0
 
 
-Result = tuple[float, list[float], int]
-"""(TTFT seconds, inter-token gaps in seconds, completion tokens) of one request."""
+Result = tuple[float, list[float], int, float]
+"""(TTFT seconds, inter-token gaps in seconds, completion tokens, request latency seconds) of one request."""
+
+
+def _scrape(url: str, headers: dict[str, str]) -> Scrape:
+    return parse_scrape(httpx.get(f"{url}/metrics", headers=headers, timeout=10).raise_for_status().text)
+
+
+def _server_quantiles(profile: DecodeProfile, after: Scrape, before: Scrape, concern: str) -> tuple[float, float]:
+    """(p50, p95) seconds from the node's histogram for ``concern`` over one level."""
+    spec = metrics_table.family_for(profile.vllm_version, concern)
+    if spec is None:
+        return 0.0, 0.0
+    old = dict(before.buckets(spec.name))
+    delta = [(le, n - old.get(le, 0.0)) for le, n in after.buckets(spec.name)]
+    return histogram_quantile(0.5, delta) or 0.0, histogram_quantile(0.95, delta) or 0.0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -93,7 +110,7 @@ async def _one(client: httpx.AsyncClient, model: str, max_tokens: int) -> Result
     if not stamps:
         raise RuntimeError("the stream carried no tokens")
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    return stamps[0] - start, gaps, tokens or len(stamps)
+    return stamps[0] - start, gaps, tokens or len(stamps), time.perf_counter() - start
 
 
 async def _level(
@@ -132,11 +149,13 @@ def sweep(
     out = Sweep(url=url, profile=profile.name, max_tokens=max_tokens)
     asyncio.run(_level(url, headers, model, 1, 1, 8))  # warm-up, not measured
     for c in concurrencies:
+        before = _scrape(url, headers)
         results, wall = asyncio.run(_level(url, headers, model, c, requests_per_client, max_tokens))
-        ttfts = [r[0] for r in results]
-        gaps = [g for r in results for g in r[1]]
+        after = _scrape(url, headers)
+        ttft = _server_quantiles(profile, after, before, "ttft")
+        itl = _server_quantiles(profile, after, before, "itl")
         tokens = sum(r[2] for r in results)
-        per_user = [(r[2] - 1) / sum(r[1]) for r in results if sum(r[1]) > 0]
+        per_user = [r[2] / r[3] for r in results if r[3] > 0]
         roof_user, roof_agg = roofline(profile, p, c, max_tokens // 2 + 20)
         out.levels.append(
             Level(
@@ -146,10 +165,10 @@ def sweep(
                 wall_s=round(wall, 3),
                 aggregate_tokens_per_s=round(tokens / wall, 2),
                 per_user_tokens_per_s=round(statistics.mean(per_user), 2) if per_user else 0.0,
-                ttft_p50_s=round(percentile(ttfts, 0.5), 4),
-                ttft_p95_s=round(percentile(ttfts, 0.95), 4),
-                itl_p50_s=round(percentile(gaps, 0.5), 4),
-                itl_p95_s=round(percentile(gaps, 0.95), 4),
+                ttft_p50_s=round(ttft[0], 4),
+                ttft_p95_s=round(ttft[1], 4),
+                itl_p50_s=round(itl[0], 4),
+                itl_p95_s=round(itl[1], 4),
                 roofline_per_user_tokens_per_s=round(roof_user, 1),
                 roofline_aggregate_tokens_per_s=round(roof_agg, 1),
             )

@@ -201,7 +201,7 @@ def up_cmd(
     table = Table("host", "endpoint", "hardware", "profile", "vLLM", "config", title=f"fleet: stack {stack_name}")
     for n in nodes:
         table.add_row(n["host"], n["endpoint"], n["hardware"], n["profile"], n["vllm_version"], n["config_hash"])
-    out.print(table)
+    out.print(table, width=max(out.width, 110))
 
 
 @app.command("bench")
