@@ -214,6 +214,7 @@ def test_ansible_over_ssh(lab: LabState) -> None:
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_SSH_ARGS": "-o ControlMaster=no",  # no ssh masters left behind after the test
         "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",  # ansible.cfg prints YAML; the asserts below read JSON
     }
     inv = str(lab.inventory / "hosts.yml")
 
