@@ -116,8 +116,8 @@ class _CommandProvider(ResourceProvider):
 _SECRET_OUTPUTS = ["environment", "connection"]
 
 
-class LocalCommand(pulumi.dynamic.Resource):
-    """A command run on the controller (like pulumi-command's local.Command)."""
+class _Command(pulumi.dynamic.Resource):
+    """A command resource; ``connection`` set means over SSH."""
 
     stdout: pulumi.Output[str]
     stderr: pulumi.Output[str]
@@ -126,6 +126,8 @@ class LocalCommand(pulumi.dynamic.Resource):
         self,
         name: str,
         create: pulumi.Input[str],
+        *,
+        connection: pulumi.Input[dict[str, Any]] | None = None,
         update: pulumi.Input[str] | None = None,
         delete: pulumi.Input[str] | None = None,
         environment: pulumi.Input[dict[str, pulumi.Input[str]]] | None = None,
@@ -141,35 +143,15 @@ class LocalCommand(pulumi.dynamic.Resource):
             "stdout": None,
             "stderr": None,
         }
+        if connection is not None:
+            props["connection"] = connection
         secret = pulumi.ResourceOptions(additional_secret_outputs=_SECRET_OUTPUTS)
         super().__init__(_CommandProvider(), name, props, pulumi.ResourceOptions.merge(opts, secret))
 
 
-class RemoteCommand(pulumi.dynamic.Resource):
+class LocalCommand(_Command):
+    """A command run on the controller (like pulumi-command's local.Command)."""
+
+
+class RemoteCommand(_Command):
     """A script run on a host over SSH with a pinned host key (like pulumi-command's remote.Command)."""
-
-    stdout: pulumi.Output[str]
-    stderr: pulumi.Output[str]
-
-    def __init__(
-        self,
-        name: str,
-        connection: pulumi.Input[dict[str, Any]],
-        create: pulumi.Input[str],
-        delete: pulumi.Input[str] | None = None,
-        environment: pulumi.Input[dict[str, pulumi.Input[str]]] | None = None,
-        triggers: pulumi.Input[list[Any]] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        props = {
-            "connection": connection,
-            "create": create,
-            "update": None,
-            "delete": delete,
-            "environment": environment,
-            "triggers": triggers,
-            "stdout": None,
-            "stderr": None,
-        }
-        secret = pulumi.ResourceOptions(additional_secret_outputs=_SECRET_OUTPUTS)
-        super().__init__(_CommandProvider(), name, props, pulumi.ResourceOptions.merge(opts, secret))
