@@ -112,3 +112,20 @@ def test_ansible_lint_clean() -> None:
     lint = Path(sys.executable).parent / "ansible-lint"
     result = subprocess.run([str(lint), "-q", "roles", "playbooks"], cwd=root, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_profile_failing_smoke_is_rolled_back(first_converge: PlaybookResult, site: Any) -> None:
+    """A config that starts healthy but fails the smoke test (here: an ITL SLO no node can meet) is undone."""
+    first = site.state.hosts[0]
+    h = host(site, first.name)
+    assert "max-num-seqs: 8" in h.file("/etc/vllm/main.yaml").content_string
+    prof = load_profile("cpu-lab").model_copy(update={"max_num_seqs": 7})
+    data = prof.model_dump(mode="json", exclude_none=True)
+    data["slo"] = {**data["slo"], "itl_p95_s": 1e-6}
+    result = converge(
+        site, "rollout.yml", vllm_config=render(prof).config, vllm_fleet_profile_data=data, vllm_fleet_hosts=first.name
+    )
+    assert not result.ok
+    assert "max-num-seqs: 8" in h.file("/etc/vllm/main.yaml").content_string  # last-known-good restored
+    assert h.service(UNIT).is_running
+    assert httpx.get(f"http://{first.ip}:8000/health", timeout=10).status_code == 200
