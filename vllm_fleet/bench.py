@@ -10,7 +10,6 @@ beside the planner's roofline for a batch of C.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import statistics
 import time
@@ -63,8 +62,8 @@ class Sweep:
         return last.aggregate_tokens_per_s / first.aggregate_tokens_per_s if first.aggregate_tokens_per_s else 0.0
 
 
-Result = tuple[float, list[float], int, float]
-"""(TTFT seconds, inter-token gaps in seconds, completion tokens, request latency seconds) of one request."""
+Result = tuple[int, float]
+"""(completion tokens, request latency in seconds) of one request; TTFT/ITL come from the node's histograms."""
 
 
 def _scrape(url: str, headers: dict[str, str]) -> Scrape:
@@ -81,21 +80,12 @@ def _server_quantiles(profile: DecodeProfile, after: Scrape, before: Scrape, con
     return histogram_quantile(0.5, delta) or 0.0, histogram_quantile(0.95, delta) or 0.0
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
 async def _one(client: httpx.AsyncClient, model: str, max_tokens: int) -> Result:
-    """(ttft, inter-token gaps, tokens) of one streamed completion."""
+    """(tokens, latency) of one streamed completion."""
     body = {"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "ignore_eos": True, "stream_options": {"include_usage": True}}  # fmt: skip
     start = time.perf_counter()
-    stamps: list[float] = []
+    chunks = 0
     tokens = 0
     async with client.stream("POST", "/v1/completions", json=body) as r:
         r.raise_for_status()
@@ -106,11 +96,10 @@ async def _one(client: httpx.AsyncClient, model: str, max_tokens: int) -> Result
             if chunk.get("usage"):
                 tokens = int(chunk["usage"]["completion_tokens"])
             if chunk.get("choices") and chunk["choices"][0].get("text"):
-                stamps.append(time.perf_counter())
-    if not stamps:
+                chunks += 1
+    if not chunks:
         raise RuntimeError("the stream carried no tokens")
-    gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    return stamps[0] - start, gaps, tokens or len(stamps), time.perf_counter() - start
+    return tokens or chunks, time.perf_counter() - start
 
 
 async def _level(
@@ -154,8 +143,8 @@ def sweep(
         after = _scrape(url, headers)
         ttft = _server_quantiles(profile, after, before, "ttft")
         itl = _server_quantiles(profile, after, before, "itl")
-        tokens = sum(r[2] for r in results)
-        per_user = [r[2] / r[3] for r in results if r[3] > 0]
+        tokens = sum(n for n, _ in results)
+        per_user = [n / latency for n, latency in results if latency > 0]
         roof_user, roof_agg = roofline(profile, p, c, max_tokens // 2 + 20)
         out.levels.append(
             Level(

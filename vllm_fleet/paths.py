@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -16,7 +17,9 @@ def templates_dir() -> Path:
     return project_root() / "templates"
 
 
-def cache_dir() -> Path:
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """Heavy artefacts (Pulumi engine, rootfs, wheelhouse, vLLM venv) live here, outside the repo."""
-    default = Path(os.environ.get("HOME", "/root")) / ".cache" / "vllm-fleet"
-    return Path(os.environ.get("VLLM_FLEET_CACHE", str(default)))
+    env = os.environ if env is None else env
+    if env.get("VLLM_FLEET_CACHE"):
+        return Path(env["VLLM_FLEET_CACHE"])
+    return Path(env.get("HOME") or Path.home()) / ".cache" / "vllm-fleet"

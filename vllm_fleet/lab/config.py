@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from vllm_fleet import paths
+
 # A private /24 that is unlikely to clash with a real network (the top of 172.16.0.0/12).
 LAB_SUBNET = "172.31.254.0/24"
 LAB_PREFIXLEN = 24
@@ -20,10 +22,7 @@ DEFAULT_HOSTS = 2
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    if env.get("VLLM_FLEET_CACHE"):
-        return Path(env["VLLM_FLEET_CACHE"])
-    return Path(env.get("HOME") or Path.home()) / ".cache" / "vllm-fleet"
+    return paths.cache_dir(env)
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -32,8 +31,8 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def repo_root() -> Path:
-    """The checkout this package lives in (``vllm_fleet/lab/config.py`` -> repo root)."""
-    return Path(__file__).resolve().parents[2]
+    """The checkout this package lives in."""
+    return paths.project_root()
 
 
 def default_inventory_dir() -> Path:

@@ -15,16 +15,13 @@ a pre-release of a later version) resolves to the **nearest lower extracted vers
 from __future__ import annotations
 
 import bisect
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-_DATA_PACKAGE = "vllm_fleet.vllm"
-_DATA_FILE = "data/engine_args.json"
+from vllm_fleet.vllm.tables import load_table
 
 
 @dataclass(frozen=True)
@@ -67,13 +64,8 @@ class ArgSpec:
 # -- loading ------------------------------------------------------------------------------------------
 
 
-@cache
 def _table() -> dict[str, Any]:
-    text = resources.files(_DATA_PACKAGE).joinpath(_DATA_FILE).read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    if data.get("schema") != 1:
-        raise RuntimeError(f"{_DATA_FILE}: unsupported schema {data.get('schema')!r}")
-    return data
+    return load_table("engine_args.json")
 
 
 @cache

@@ -17,18 +17,14 @@ Engines: every extracted release defaults to the V1 engine; releases up to 0.10.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any, Literal
 
 from packaging.version import Version
 
 from vllm_fleet.vllm.flags import compare, resolve_version
-
-_DATA_PACKAGE = "vllm_fleet.vllm"
-_DATA_FILE = "data/metrics.json"
+from vllm_fleet.vllm.tables import load_table
 
 Engine = Literal["v0", "v1"]
 MetricType = Literal["counter", "gauge", "histogram", "summary"]
@@ -70,13 +66,8 @@ class MetricSpec:
 # -- loading ------------------------------------------------------------------------------------------
 
 
-@cache
 def _table() -> dict[str, Any]:
-    text = resources.files(_DATA_PACKAGE).joinpath(_DATA_FILE).read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
-    if data.get("schema") != 1:
-        raise RuntimeError(f"{_DATA_FILE}: unsupported schema {data.get('schema')!r}")
-    return data
+    return load_table("metrics.json")
 
 
 def known_versions() -> list[str]:
