@@ -24,8 +24,12 @@ def _type(annotation: object) -> str:
 
 
 def table(model: type[BaseModel]) -> str:
-    rows = [f"### `{model.__name__}`\n", (model.__doc__ or "").strip() + "\n", "| field | type | default | meaning |",
-            "|---|---|---|---|"]
+    rows = [
+        f"### `{model.__name__}`\n",
+        (model.__doc__ or "").strip() + "\n",
+        "| field | type | default | meaning |",
+        "|---|---|---|---|",
+    ]
     for name, field in model.model_fields.items():
         default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
         desc = " ".join((field.description or "").split())

@@ -85,6 +85,39 @@ def configure(
         st.set_config(f"vllm-fleet:{key}", auto.ConfigValue(value=value))
 
 
+LEGACY_COMMAND_TYPE = "pulumi-python:dynamic:Resource"
+"""Command resources of vllm-fleet 0.1 (a Python dynamic provider), before the `vllm-fleet-command` plugin."""
+
+
+def _pulumi(st: Any, *args: str) -> str:
+    ws = st.workspace
+    env = {**ws.env_vars, "PULUMI_HOME": ws.pulumi_home or ""}
+    return str(ws.pulumi_command.run([*args, "--stack", st.name], ws.work_dir, env).stdout)
+
+
+def forget_legacy_commands(st: Any, log: Callable[[str], None] = print) -> list[str]:
+    """Drop 0.1's dynamic-provider command resources from the stack's state, without running their deletes.
+
+    Their type differs from the `vllm-fleet-command` resources that replace them, so Pulumi would otherwise
+    create the new ones and then *delete* the old: the old converge's delete is the removal playbook, which
+    would take a just-converged node out of service. Forgotten instead, the next `up` creates the new ones:
+    preflight and converge run once more (the roles are idempotent; an unchanged node is not restarted).
+    """
+    forgotten: list[str] = []
+    while True:
+        deployment = json.loads(_pulumi(st, "stack", "export")).get("deployment") or {}
+        legacy = [r["urn"] for r in deployment.get("resources") or [] if r.get("type") == LEGACY_COMMAND_TYPE]
+        if not legacy:
+            return forgotten
+        # The last registered first; its dependents (a later batch's GpuNode) are forgotten with it: a
+        # component's state holds nothing, the program registers it again.
+        urn = legacy[-1]
+        log(f"state: forgetting {urn.rsplit('::', 1)[-1]} (0.1 dynamic command; its delete is not run)")
+        _pulumi(st, "state", "delete", urn, "--target-dependents", "--yes")
+        forgotten.append(urn)
+
+
 def up(st: Any, on_output: Callable[[str], None] = print) -> dict[str, Any]:
+    forget_legacy_commands(st, on_output)
     result = st.up(on_output=on_output, color="never")
     return {k: v.value for k, v in result.outputs.items()}

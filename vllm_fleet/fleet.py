@@ -9,12 +9,12 @@ touched on the way.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from vllm_fleet.fleet_plan import FleetError, FleetPlan, NodeSpec
 from vllm_fleet.planner import Plan, plan
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.profile_loader import Problem, ProfileError, load_profile, parse_profile, problems_from_validation
@@ -95,12 +95,6 @@ class NodePlan:
         return f"http://{self.host.address}:{self.profile.port}"
 
 
-class FleetError(Exception):
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__("invalid fleet spec:\n" + "\n".join(f"  {p}" for p in problems))
-
-
 def _prefixed(prefix: str, problems: list[Problem]) -> list[Problem]:
     return [Problem(f"{prefix}.{p.field}", p.message) for p in problems]
 
@@ -163,6 +157,31 @@ def batches(nodes: list[NodePlan], size: int) -> list[list[NodePlan]]:
     return [nodes[i : i + size] for i in range(0, len(nodes), size)]
 
 
-def spec_digest(obj: Any) -> str:
-    """A stable hash of JSON-able data (used for converge triggers)."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+def node_spec(node: NodePlan) -> NodeSpec:
+    host = node.host
+    return NodeSpec(
+        name=host.name,
+        address=host.address,
+        ssh_port=host.ssh_port,
+        ssh_user=host.ssh_user,
+        host_key=host.host_key,
+        hardware=host.hardware,
+        host=host.model_dump(mode="json"),
+        profile=node.profile.name,
+        profile_data=node.profile.model_dump(mode="json", exclude_none=True),
+        vllm_version=node.rendered.vllm_version,
+        vllm_config=node.rendered.config,
+        config_hash=node.config_hash,
+        endpoint=node.endpoint,
+    )
+
+
+def plan_fleet(data: Any) -> FleetPlan:
+    """Stack config's fleet → the plain-data plan the Pulumi program registers, or FleetError."""
+    spec = parse_fleet(data)
+    nodes = resolve_fleet(spec)
+    # A JSON round trip: the plan is exactly what a memoised copy would give back.
+    return FleetPlan.from_json(
+        FleetPlan([node_spec(n) for n in nodes], spec.rollout.batch_size, spec.role_vars).to_json()
+    )
+

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from vllm_fleet.catalog._data import list_dir, read_yaml
+from vllm_fleet.catalog._data import list_dir, parse_yaml, read_yaml
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.vllm import flags, replacements
 
@@ -95,7 +95,7 @@ def parse_profile(data: Any, source: str) -> DecodeProfile:
 def read_profile_file(path: Path) -> DecodeProfile:
     source = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))
     except OSError as err:
         raise ProfileError(source, [Problem("(file)", f"cannot read: {err.strerror}")]) from None
     except yaml.YAMLError as err:

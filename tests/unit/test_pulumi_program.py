@@ -10,7 +10,8 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from vllm_fleet.fleet import FleetError, parse_fleet, resolve_fleet
+from vllm_fleet.fleet import parse_fleet, resolve_fleet
+from vllm_fleet.fleet_plan import FleetError
 from vllm_fleet.paths import project_root
 
 # How the Pulumi SDK marks a secret value on the wire.
@@ -90,10 +91,12 @@ def test_program_registers_one_node_per_host() -> None:
     for r in mocks.resources:
         by_type.setdefault(r.typ, []).append(r.name)
     assert sorted(by_type["vllm-fleet:index:GpuNode"]) == ["gpu-4090-a", "gpu-4090-b", "gpu-l40-a"]
-    commands = sorted(by_type["pulumi-python:dynamic:Resource"])
+    commands = sorted(by_type["vllm-fleet-command:local:Command"] + by_type["vllm-fleet-command:remote:Command"])
     assert commands == sorted(
         f"{h}-{c}" for h in ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a") for c in ("preflight", "converge", "smoke")
     )
+    hosts = ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a")
+    assert sorted(by_type["vllm-fleet-command:remote:Command"]) == [f"{h}-preflight" for h in hosts]  # over SSH
     converge = next(r for r in mocks.resources if r.name == "gpu-4090-a-converge")
     env = converge.inputs["environment"]
     assert env.get(SECRET_SIG) == SECRET_VALUE  # the whole environment is a secret in state
@@ -101,3 +104,67 @@ def test_program_registers_one_node_per_host() -> None:
     assert node["vllm_config"]["max-num-seqs"] == 16
     assert "-----FAKE KEY" not in env["value"]["VLLM_FLEET_NODE"]
     assert "triggers" not in converge.inputs  # changes update in place; a replacement would run `remove`
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_FLEET_CACHE", str(tmp_path / "cache"))
+
+
+def _converge_env(mocks: Mocks) -> dict[str, Any]:
+    return {r.name: r.inputs["environment"] for r in mocks.resources if r.name.endswith("-converge")}
+
+
+def test_memoised_plan_registers_the_same_inputs(tmp_path: Any) -> None:
+    """The second run takes the plan from the cache; the converge inputs must not move by a byte."""
+    first = run_program(example_fleet())
+    assert len(list((tmp_path / "cache" / "fleet-plans").glob("*.json"))) == 1
+    second = run_program(example_fleet())
+    assert _converge_env(first) == _converge_env(second)
+    assert len(_converge_env(first)) == 3
+
+
+def test_plan_cache_hits_misses_and_never_stores_errors(tmp_path: Any) -> None:
+    from vllm_fleet.fleet import plan_fleet
+    from vllm_fleet.pulumi.plan_cache import cached_plan
+
+    store = tmp_path / "plans"
+    fleet = example_fleet()
+    computed, hit = cached_plan(fleet, store)
+    assert not hit and computed == plan_fleet(fleet)
+    again, hit = cached_plan(fleet, store)
+    assert hit and again == computed
+
+    fleet["hosts"][0]["overrides"] = {"max_num_seqs": 24}
+    changed, hit = cached_plan(fleet, store)
+    assert not hit and changed.nodes[0].vllm_config["max-num-seqs"] == 24
+
+    fleet["hosts"][0]["overrides"] = {"gpu_memory_utilization": 1.5}
+    before = sorted(store.iterdir())
+    for _ in range(2):
+        with pytest.raises(FleetError, match=r"hosts\[0\]\(gpu-4090-a\)"):
+            cached_plan(fleet, store)
+    assert sorted(store.iterdir()) == before
+
+
+def test_plan_cache_follows_profile_files_and_templates(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from vllm_fleet.pulumi import plan_cache
+
+    profile = yaml.safe_load((project_root() / "vllm_fleet/catalog/profiles/cpu-lab.yaml").read_text())
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({**profile, "max_num_seqs": 4}))
+    fleet = {"hosts": [{"name": "n1", "address": "10.0.0.1", "hardware": "cpu-lab", "profile": str(path)}]}
+    store = tmp_path / "plans"
+    assert plan_cache.cached_plan(fleet, store)[0].nodes[0].vllm_config["max-num-seqs"] == 4
+    path.write_text(yaml.safe_dump({**profile, "max_num_seqs": 6}))  # same fleet config, edited profile file
+    plan, hit = plan_cache.cached_plan(fleet, store)
+    assert not hit and plan.nodes[0].vllm_config["max-num-seqs"] == 6
+
+    templates = tmp_path / "templates"
+    shutil.copytree(project_root() / "templates", templates)
+    monkeypatch.setattr(plan_cache, "templates_dir", lambda: templates)
+    key = plan_cache.plan_key(fleet)
+    (templates / "vllm-config.yaml.j2").write_text((templates / "vllm-config.yaml.j2").read_text() + "\n")
+    assert plan_cache.plan_key(fleet) != key

@@ -10,7 +10,7 @@ from typing import Any
 
 import pulumi
 
-from vllm_fleet.fleet import NodePlan, spec_digest
+from vllm_fleet.fleet_plan import NodeSpec, spec_digest
 from vllm_fleet.pulumi.commands import LocalCommand, RemoteCommand
 
 PREFLIGHT = r"""set -eu
@@ -32,8 +32,8 @@ esac
 class GpuNodeArgs:
     """Inputs of one node; the secrets arrive as Pulumi secrets and stay secret in state."""
 
-    node: NodePlan
-    """The resolved host: profile, rendered config, plan (computed before any resource is registered)."""
+    node: NodeSpec
+    """The resolved host: profile, rendered config (computed before any resource is registered)."""
     ssh_private_key: pulumi.Input[str] | None
     """Controller SSH private key (a Pulumi secret); None: the controller's own SSH keys / agent."""
     converge_digest: str
@@ -56,30 +56,30 @@ class GpuNode(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("vllm-fleet:index:GpuNode", name, None, opts)
-        node, host = args.node, args.node.host
+        node = args.node
         child = pulumi.ResourceOptions(parent=self)
 
         self.preflight = RemoteCommand(
             f"{name}-preflight",
             connection={
-                "host": host.address,
-                "port": host.ssh_port,
-                "user": host.ssh_user,
+                "host": node.address,
+                "port": node.ssh_port,
+                "user": node.ssh_user,
                 "private_key": args.ssh_private_key,
-                "host_key": host.host_key,
+                "host_key": node.host_key,
                 "known_hosts_file": args.known_hosts_file,
             },
             create=PREFLIGHT,
-            triggers=[host.address, host.ssh_port],
+            triggers=[node.address, node.ssh_port],
             opts=child,
         )
 
         spec = {
-            "host": host.model_dump(mode="json"),
-            "profile": node.profile.name,
-            "profile_data": node.profile.model_dump(mode="json", exclude_none=True),
-            "vllm_version": node.rendered.vllm_version,
-            "vllm_config": node.rendered.config,
+            "host": node.host,
+            "profile": node.profile,
+            "profile_data": node.profile_data,
+            "vllm_version": node.vllm_version,
+            "vllm_config": node.vllm_config,
             "config_hash": node.config_hash,
             "role_vars": args.role_vars,
             "known_hosts_file": args.known_hosts_file,
@@ -122,8 +122,8 @@ class GpuNode(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "endpoint": node.endpoint,
-                "vllm_version": node.rendered.vllm_version,
-                "profile": node.profile.name,
+                "vllm_version": node.vllm_version,
+                "profile": node.profile,
                 "config_hash": node.config_hash,
                 "preflight": self.preflight.stdout,
             }

@@ -1,4 +1,8 @@
-"""The Pulumi program body: read stack config once, validate the fleet, register GpuNodes batch by batch."""
+"""The Pulumi program body: read stack config once, plan the fleet, register GpuNodes batch by batch.
+
+The plan (validation, profiles, rendering) comes from the core through ``plan_cache``: an unchanged fleet reuses
+the plan computed last time, so a no-op `pulumi up` costs little more than the engine's own work.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,10 @@ from pathlib import Path
 
 import pulumi
 
-from vllm_fleet.fleet import FleetError, batches, parse_fleet, resolve_fleet
+from vllm_fleet.fleet_plan import FleetError
 from vllm_fleet.paths import project_root
 from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs
+from vllm_fleet.pulumi.plan_cache import cached_plan
 
 CONVERGE_INPUTS = ("roles", "playbooks", "templates", "ansible.cfg")
 
@@ -30,8 +35,7 @@ def converge_digest(root: Path | None = None) -> str:
 def run() -> None:
     cfg = pulumi.Config("vllm-fleet")
     try:
-        spec = parse_fleet(cfg.require_object("fleet"))
-        nodes = resolve_fleet(spec)
+        fleet, _hit = cached_plan(cfg.require_object("fleet"))
     except FleetError as err:
         # Fails the preview/update before any resource is registered, naming each field and its fix.
         raise pulumi.RunError(str(err)) from None
@@ -44,17 +48,17 @@ def run() -> None:
 
     previous: list[pulumi.Resource] = []
     table: list[dict[str, object]] = []
-    for batch in batches(nodes, spec.rollout.batch_size):
+    for batch in fleet.batches():
         current: list[pulumi.Resource] = []
         for node in batch:
             gpu = GpuNode(
-                node.host.name,
+                node.name,
                 GpuNodeArgs(
                     node=node,
                     ssh_private_key=ssh_key,
                     api_key=api_key,
                     converge_digest=digest,
-                    role_vars=spec.role_vars,
+                    role_vars=fleet.role_vars,
                     known_hosts_file=known_hosts,
                     smoke=True if smoke is None else smoke,
                 ),
@@ -63,11 +67,11 @@ def run() -> None:
             current.append(gpu.gate)
             table.append(
                 {
-                    "host": node.host.name,
+                    "host": node.name,
                     "endpoint": node.endpoint,
-                    "hardware": node.host.hardware,
-                    "profile": node.profile.name,
-                    "vllm_version": node.rendered.vllm_version,
+                    "hardware": node.hardware,
+                    "profile": node.profile,
+                    "vllm_version": node.vllm_version,
                     "config_hash": node.config_hash[:12],
                 }
             )

@@ -5,13 +5,13 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-import yaml
+from vllm_fleet.catalog._data import parse_yaml
 
 
 @cache
 def _table() -> dict[str, dict[str, str | None]]:
     text = resources.files("vllm_fleet.vllm").joinpath("data/replacements.yaml").read_text(encoding="utf-8")
-    data: dict[str, dict[str, str | None]] = yaml.safe_load(text)
+    data: dict[str, dict[str, str | None]] = parse_yaml(text)
     return data
 
 

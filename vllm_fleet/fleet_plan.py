@@ -1,0 +1,74 @@
+"""The resolved fleet as plain data: what the Pulumi program registers, one ``NodeSpec`` per host.
+
+``vllm_fleet.fleet.plan_fleet`` computes it (validation, profiles, rendering, planning: the pure core); the
+program only reads it. Being plain JSON-able data, it can be memoised (``vllm_fleet.pulumi.plan_cache``), so
+a no-op ``pulumi up`` does not pay for importing and running the core again. This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm_fleet.profile_loader import Problem
+
+
+def spec_digest(obj: Any) -> str:
+    """A stable hash of JSON-able data (used for converge inputs and cache keys)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class FleetError(Exception):
+    """The fleet spec is invalid: every problem of every host, as ``hosts[i](name).field: message``."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("invalid fleet spec:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One host, resolved: connection, profile, and the exact vLLM config it will run."""
+
+    name: str
+    address: str
+    ssh_port: int
+    ssh_user: str
+    host_key: str | None
+    hardware: str
+    host: dict[str, Any]
+    """The host entry of the fleet spec, defaults filled in."""
+    profile: str
+    """Profile name."""
+    profile_data: dict[str, Any]
+    """The profile after per-host overrides (what the smoke gate judges against)."""
+    vllm_version: str
+    vllm_config: dict[str, Any]
+    """The `vllm serve --config` mapping for the pinned vLLM version."""
+    config_hash: str
+    """sha256 of the exact config file the host gets."""
+    endpoint: str
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    nodes: list[NodeSpec]
+    batch_size: int = 1
+    role_vars: dict[str, Any] = field(default_factory=dict)
+
+    def batches(self) -> list[list[NodeSpec]]:
+        """Hosts in rollout order, ``batch_size`` at a time."""
+        return [self.nodes[i : i + self.batch_size] for i in range(0, len(self.nodes), self.batch_size)]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FleetPlan:
+        data = json.loads(text)
+        return cls(
+            nodes=[NodeSpec(**n) for n in data["nodes"]], batch_size=data["batch_size"], role_vars=data["role_vars"]
+        )
