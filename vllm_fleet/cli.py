@@ -201,7 +201,8 @@ def up_cmd(
     table = Table("host", "endpoint", "hardware", "profile", "vLLM", "config", title=f"fleet: stack {stack_name}")
     for n in nodes:
         table.add_row(n["host"], n["endpoint"], n["hardware"], n["profile"], n["vllm_version"], n["config_hash"])
-    out.print(table, width=max(out.width, 110))
+    # Endpoints in full even when stdout is not a terminal (rich then assumes 80 columns and crops cells).
+    Console(width=max(out.width, 120)).print(table)
 
 
 @app.command("bench")
