@@ -184,4 +184,3 @@ def plan_fleet(data: Any) -> FleetPlan:
     return FleetPlan.from_json(
         FleetPlan([node_spec(n) for n in nodes], spec.rollout.batch_size, spec.role_vars).to_json()
     )
-

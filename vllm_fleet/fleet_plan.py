@@ -7,18 +7,12 @@ a no-op ``pulumi up`` does not pay for importing and running the core again. Thi
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vllm_fleet.profile_loader import Problem
-
-
-def spec_digest(obj: Any) -> str:
-    """A stable hash of JSON-able data (used for converge inputs and cache keys)."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class FleetError(Exception):

@@ -17,13 +17,12 @@ running server never serves half a repository.
 
 from __future__ import annotations
 
-import hashlib
 import html
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_fleet.digest import json_digest
 from vllm_fleet.mirror import MirrorError
 from vllm_fleet.mirror._util import file_lock, remove_tree, replace_dir, write_text_atomic
 from vllm_fleet.mirror.apt_repo import (
@@ -78,10 +77,6 @@ class MirrorBuild:
         return self.root / "keys" / KEYRING_NAME
 
 
-def _digest(obj: object) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
-
-
 def _marker_matches(part: Path, digest: str) -> bool:
     marker = part / MARKER
     return marker.is_file() and marker.read_text().strip() == digest
@@ -109,7 +104,7 @@ def build_mirror(
         gnupg_home = mdir / "gnupg"
         fingerprint = ensure_signing_key(gnupg_home)
         standins = load_definitions(definitions)
-        apt_digest = _digest(["apt", RECIPE_VERSION, standins.digest, fingerprint])
+        apt_digest = json_digest(["apt", RECIPE_VERSION, standins.digest, fingerprint])
         apt_rebuilt = not (_marker_matches(root / "cuda", apt_digest) and (root / "keys").is_dir())
         if apt_rebuilt:
             scratch = mdir / "apt.new"
@@ -124,7 +119,7 @@ def build_mirror(
         )
         if bootstrap:
             dirs[BOOTSTRAP_LABEL] = download_bootstrap(mdir / "bootstrap-wheels")
-        wheel_digest = _digest(["wheels", RECIPE_VERSION, input_fingerprint(dirs)])
+        wheel_digest = json_digest(["wheels", RECIPE_VERSION, input_fingerprint(dirs)])
         wheels_rebuilt = not (_marker_matches(root / "simple", wheel_digest) and (root / "wheels").is_dir())
         if wheels_rebuilt:
             scratch = mdir / "wheels.new"

@@ -24,6 +24,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from vllm_fleet.digest import tree_files, update_with_files
 from vllm_fleet.mirror import MirrorError
 from vllm_fleet.mirror._util import ensure_commands, run
 from vllm_fleet.paths import project_root
@@ -213,9 +214,7 @@ def _read_source(base: Path, source: str | None, content: str | None, *, where: 
 def definitions_digest(base: Path) -> str:
     """sha256 over packages.yaml and files/* (names + bytes): the apt repository's input hash."""
     digest = hashlib.sha256()
-    paths = [base / "packages.yaml", *sorted(p for p in (base / "files").rglob("*") if p.is_file())]
-    for p in paths:
-        digest.update(str(p.relative_to(base)).encode() + b"\0" + p.read_bytes() + b"\0")
+    update_with_files(digest, base, [base / "packages.yaml", *tree_files(base / "files")])
     return digest.hexdigest()
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pulumi
 
-from vllm_fleet.fleet_plan import NodeSpec, spec_digest
+from vllm_fleet.digest import json_digest
+from vllm_fleet.fleet_plan import NodeSpec
 from vllm_fleet.pulumi.commands import LocalCommand, RemoteCommand
 
 PREFLIGHT = r"""set -eu
@@ -88,7 +89,7 @@ class GpuNode(pulumi.ComponentResource):
             "VLLM_FLEET_NODE": json.dumps(spec, sort_keys=True),
             # In the inputs (not `triggers`): a trigger change REPLACES the command, which would run its
             # delete (the removal playbook) on a live node; an input change runs `update` = converge.
-            "VLLM_FLEET_CONVERGE_DIGEST": spec_digest([args.converge_digest, spec]),
+            "VLLM_FLEET_CONVERGE_DIGEST": json_digest([args.converge_digest, spec]),
         }
         if args.ssh_private_key is not None:
             env["VLLM_FLEET_SSH_KEY"] = args.ssh_private_key

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vllm_fleet.digest import json_digest, tree_files, update_with_files
 from vllm_fleet.fleet_plan import FleetPlan
 from vllm_fleet.paths import cache_dir, templates_dir
 
@@ -26,21 +25,12 @@ _LIBRARIES = ("pydantic", "pydantic_core", "jinja2", "yaml", "packaging")
 _SUFFIXES = {".py", ".yaml", ".yml", ".json", ".j2"}
 
 
-def _files(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in sorted(filenames):
-            if Path(name).suffix in _SUFFIXES:
-                yield Path(dirpath) / name
-
-
 def code_fingerprint() -> str:
     """The package's sources and data, the templates, the interpreter, the versions of the libraries used."""
     digest = hashlib.sha256(sys.version.encode())
     package = Path(__file__).resolve().parent.parent
     for root in (package, templates_dir()):
-        for path in _files(root):
-            digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
+        update_with_files(digest, root.parent, tree_files(root, _SUFFIXES))
     for name in _LIBRARIES:
         spec = importlib.util.find_spec(name)
         origin = Path(spec.origin) if spec and spec.origin else None
@@ -62,8 +52,7 @@ def _profile_files(raw: Any) -> list[str]:
 
 
 def plan_key(raw: Any) -> str:
-    payload = json.dumps([raw, _profile_files(raw), code_fingerprint()], sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()
+    return json_digest([raw, _profile_files(raw), code_fingerprint()])
 
 
 def cached_plan(raw: Any, directory: Path | None = None) -> tuple[FleetPlan, bool]:

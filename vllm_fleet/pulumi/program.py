@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pulumi
 
+from vllm_fleet.digest import tree_files, update_with_files
 from vllm_fleet.fleet_plan import FleetError
 from vllm_fleet.paths import project_root
 from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs
@@ -25,10 +26,7 @@ def converge_digest(root: Path | None = None) -> str:
     digest = hashlib.sha256()
     for name in CONVERGE_INPUTS:
         base = root / name
-        files = sorted(p for p in base.rglob("*") if p.is_file()) if base.is_dir() else [base]
-        for path in files:
-            if path.exists() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+        update_with_files(digest, root, tree_files(base) if base.is_dir() else [base] if base.exists() else [])
     return digest.hexdigest()
 
 
