@@ -1111,7 +1111,7 @@ class Interp:
                 if isinstance(t, ast.Subscript):
                     obj = self.eval(t.value, fr)
                     key = self.eval(t.slice, fr)
-                    if isinstance(obj, dict) and _hashable(key):
+                    if isinstance(obj, dict) and is_hashable(key):
                         obj.pop(key, None)
         elif isinstance(st, (ast.Import, ast.ImportFrom)):
             bind: dict[str, tuple[Any, ...]] = {}
@@ -1136,7 +1136,7 @@ class Interp:
         elif isinstance(target, ast.Subscript):
             obj = self.eval(target.value, fr)
             key = self.eval(target.slice, fr)
-            if isinstance(obj, dict) and _hashable(key) and key is not UNKNOWN:
+            if isinstance(obj, dict) and is_hashable(key) and key is not UNKNOWN:
                 obj[key] = val
         # attribute assignment: ignored
 
@@ -1186,7 +1186,7 @@ class Interp:
             if isinstance(node, ast.Tuple):
                 return tuple(out)
             if isinstance(node, ast.Set):
-                return set(out) if all(_hashable(x) for x in out) else UNKNOWN
+                return set(out) if all(is_hashable(x) for x in out) else UNKNOWN
             return out
         if isinstance(node, ast.Dict):
             d: dict[Any, Any] = {}
@@ -1199,7 +1199,7 @@ class Interp:
                         d["__unknown_spread__"] = True
                     continue
                 key = self.eval(k, fr)
-                if _hashable(key):
+                if is_hashable(key):
                     d[key] = self.eval(v, fr)
             return d
         if isinstance(node, ast.Subscript):
@@ -1215,7 +1215,7 @@ class Interp:
                 return _AliasExpr(node, fr.mod)
             key = self.eval(node.slice, fr)
             if isinstance(obj, dict):
-                if _hashable(key) and key in obj:
+                if is_hashable(key) and key in obj:
                     return obj[key]
                 if isinstance(key, str) and obj and all(isinstance(v, dict) for v in obj.values()):
                     self.warn(f"missing kwargs key {key!r} ({fr.mod.name}:{node.lineno})")
@@ -1287,14 +1287,14 @@ class Interp:
                 continue
             if isinstance(node, ast.DictComp):
                 k = self.eval(node.key, sub)
-                if _hashable(k):
+                if is_hashable(k):
                     pairs[k] = self.eval(node.value, sub)
             else:
                 items.append(self.eval(node.elt, sub))
         if isinstance(node, ast.DictComp):
             return pairs
         if isinstance(node, ast.SetComp):
-            return set(items) if all(_hashable(i) for i in items) else UNKNOWN
+            return set(items) if all(is_hashable(i) for i in items) else UNKNOWN
         return items
 
     def compare(self, node: ast.Compare, fr: Frame) -> Any:
@@ -1590,7 +1590,7 @@ class Interp:
             if name in {"pop", "get", "setdefault", "update", "copy", "clear"}:
                 if name == "update" and args and not isinstance(args[0], dict):
                     return UNKNOWN
-                if name in {"pop", "get", "setdefault"} and args and not _hashable(args[0]):
+                if name in {"pop", "get", "setdefault"} and args and not is_hashable(args[0]):
                     return UNKNOWN
                 result = getattr(obj, name)(*args, **kwargs)
                 return result
@@ -1646,7 +1646,7 @@ class Interp:
                 return list(seq)
             if name == "tuple":
                 return tuple(seq)
-            return set(seq) if all(_hashable(x) for x in seq) else UNKNOWN
+            return set(seq) if all(is_hashable(x) for x in seq) else UNKNOWN
         if name == "dict":
             if args and isinstance(args[0], dict):
                 return {**args[0], **kwargs}
@@ -1729,7 +1729,7 @@ class _DictView:
     items: list[Any]
 
 
-def _hashable(x: Any) -> bool:
+def is_hashable(x: Any) -> bool:
     try:
         hash(x)
     except TypeError:

@@ -922,7 +922,7 @@ class Ctx:
                 if k is None:
                     return [(Unknown(ast.unparse(node)), ())]
                 kk = self.eval(k, conds)
-                if len(kk) != 1 or isinstance(kk[0][0], Unknown) or not _hashable(kk[0][0]):
+                if len(kk) != 1 or isinstance(kk[0][0], Unknown) or not fx.is_hashable(kk[0][0]):
                     return [(Unknown(ast.unparse(node)), ())]
                 out[kk[0][0]] = vv[0][0] if len(vv) == 1 else Unknown(ast.unparse(v))
             return [(out, ())]
@@ -1064,7 +1064,7 @@ class Ctx:
         keys = self.eval(node.slice, conds)
         for (v, c), (k, kc) in itertools.product(base, keys):
             try:
-                if isinstance(v, dict) and _hashable(k) and k in v:
+                if isinstance(v, dict) and fx.is_hashable(k) and k in v:
                     res.append((v[k], _merge_conds(c, kc)))
                     continue
                 if isinstance(v, (list, tuple)) and isinstance(k, int) and -len(v) <= k < len(v):
@@ -1257,14 +1257,6 @@ def _as_load(target: ast.expr) -> ast.expr:
     t = copy.copy(target)
     t.ctx = ast.Load()  # type: ignore[attr-defined]
     return t
-
-
-def _hashable(x: Any) -> bool:
-    try:
-        hash(x)
-    except TypeError:
-        return False
-    return True
 
 
 def _binop(op: ast.operator, a: Any, b: Any, node: ast.expr) -> Any:
