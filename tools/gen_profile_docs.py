@@ -6,12 +6,13 @@ Usage: tools/gen_profile_docs.py [--check]   (--check exits 1 when the file is s
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from vllm_fleet.profile import ApiKeyRef, DecodeProfile, SLOs, SpeculativeConfig
+from vllm_fleet.profile import DecodeProfile, SLOs, SpeculativeConfig
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "profiles.md"
 BEGIN, END = "<!-- fields:begin (tools/gen_profile_docs.py) -->", "<!-- fields:end -->"
@@ -20,6 +21,9 @@ BEGIN, END = "<!-- fields:begin (tools/gen_profile_docs.py) -->", "<!-- fields:e
 def _type(annotation: object) -> str:
     text = str(annotation).replace("typing.", "").replace("vllm_fleet.profile.", "")
     text = text.replace("<class '", "").replace("'>", "")
+    # A validated string is shown as its validator's name: str (model_ref).
+    text = re.sub(r"Annotated\[(\w+), AfterValidator\(func=<function (\w+) at 0x[0-9a-f]+>\)\]", r"\1 (\2)", text)
+    text = re.sub(r"Optional\[(.*)\]$", r"\1 | None", text)
     return text.replace("NoneType", "None").replace("|", "\\|")
 
 
@@ -38,7 +42,7 @@ def table(model: type[BaseModel]) -> str:
 
 
 def generate() -> str:
-    return "\n".join(table(m) for m in (DecodeProfile, SpeculativeConfig, SLOs, ApiKeyRef))
+    return "\n".join(table(m) for m in (DecodeProfile, SpeculativeConfig, SLOs))
 
 
 def main(argv: list[str]) -> int:

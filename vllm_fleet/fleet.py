@@ -9,15 +9,18 @@ touched on the way.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from vllm_fleet.catalog import hardware_catalog
 from vllm_fleet.fleet_plan import FleetError, FleetPlan, NodeSpec
 from vllm_fleet.planner import Plan, plan
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.profile_loader import Problem, ProfileError, load_profile, parse_profile, problems_from_validation
+from vllm_fleet.values import host_key, plain_text, posix_user, ssh_address
 from vllm_fleet.vllm.render import Rendered, config_yaml, render
 
 
@@ -30,18 +33,20 @@ class HostSpec(_Strict):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     """Host name (also the Pulumi resource name and the Ansible inventory name)."""
-    address: str
-    """IP or DNS name the controller reaches over SSH."""
-    ssh_user: str = "root"
-    """SSH user (root, or a user with passwordless sudo)."""
+    address: Annotated[str, AfterValidator(ssh_address)]
+    """IP address or DNS name the controller reaches over SSH (the port is ``ssh_port``)."""
+    ssh_user: Annotated[str, AfterValidator(posix_user)] = "root"
+    """SSH user (root, or a user with passwordless sudo): a POSIX user name."""
     ssh_port: int = Field(default=22, ge=1, le=65535)
-    host_key: str | None = None
-    """The host's SSH public key (``ssh-ed25519 AAAA…``): pinned, so host-key checking stays on."""
-    hardware: str
+    """SSH port."""
+    host_key: Annotated[str, AfterValidator(host_key)]
+    """The host's SSH public key, ``<type> <base64>`` (``ssh-keyscan -t ed25519 <address>``, without the host
+    name in front): pinned, with strict checking, by every SSH connection to the host."""
+    hardware: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     """Hardware catalog key of the node's GPUs."""
     gpus: int = Field(default=1, ge=1)
     """GPUs in the node."""
-    profile: str
+    profile: Annotated[str, AfterValidator(plain_text)] = Field(pattern=r"^[^-]")
     """Built-in profile name or profile YAML path."""
     overrides: dict[str, Any] = Field(default_factory=dict)
     """Per-host profile fields (``max_num_seqs: 32``), validated like the profile itself."""
@@ -65,13 +70,16 @@ class FleetSpec(_Strict):
     @field_validator("hosts")
     @classmethod
     def _unique(cls, hosts: list[HostSpec]) -> list[HostSpec]:
+        clashes: list[str] = []
         for attr in ("name", "address"):
-            seen: set[str] = set()
-            for h in hosts:
-                value = f"{getattr(h, attr)}:{h.ssh_port}" if attr == "address" else h.name
+            seen: dict[str, int] = {}
+            for i, h in enumerate(hosts):
+                value = f"{h.address}:{h.ssh_port}" if attr == "address" else h.name
                 if value in seen:
-                    raise ValueError(f"two hosts share the {attr} {value!r}; each host needs its own")
-                seen.add(value)
+                    clashes.append(f"hosts[{seen[value]}] and hosts[{i}] share the {attr} {value!r}")
+                seen.setdefault(value, i)
+        if clashes:
+            raise ValueError("; ".join(clashes) + ": each host needs its own")
         return hosts
 
 
@@ -99,21 +107,45 @@ def _prefixed(prefix: str, problems: list[Problem]) -> list[Problem]:
     return [Problem(f"{prefix}.{p.field}", p.message) for p in problems]
 
 
+def _profile_problems(where: str, err: ProfileError) -> list[Problem]:
+    """A profile's problems under the host's field (``--profile`` is the command line's name for it)."""
+    return [
+        Problem(f"{where}.profile" if p.field == "--profile" else f"{where}.profile.{p.field}", p.message)
+        for p in err.problems
+    ]
+
+
+def merge_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The profile with a host's overrides: nested sections (speculative, slo, extra_args) merge key by key, so
+    ``speculative: {num_speculative_tokens: 3}`` keeps the profile's method and drafter; ``null`` removes."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_overrides(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 def resolve_host(i: int, host: HostSpec) -> tuple[NodePlan | None, list[Problem]]:
     where = f"hosts[{i}]({host.name})"
     try:
         base = load_profile(host.profile)
     except ProfileError as err:
-        return None, _prefixed(f"{where}.profile", err.problems)
-    data = base.model_dump(exclude_unset=True)
-    data.update(host.overrides)
+        return None, _profile_problems(where, err)
+    data = merge_overrides(base.model_dump(exclude_unset=True), host.overrides)
     data.setdefault("gpus", host.gpus)
     try:
         profile = parse_profile(data, host.profile)
     except ProfileError as err:
         return None, _prefixed(f"{where}.overrides", err.problems)
     problems: list[Problem] = []
-    if profile.hardware != host.hardware:
+    known = hardware_catalog()
+    if host.hardware not in known:
+        problems.append(
+            Problem(f"{where}.hardware", f"unknown hardware {host.hardware!r}; known: {', '.join(sorted(known))}")
+        )
+    elif profile.hardware != host.hardware:
         problems.append(
             Problem(
                 f"{where}.profile",
@@ -124,19 +156,45 @@ def resolve_host(i: int, host: HostSpec) -> tuple[NodePlan | None, list[Problem]
     try:
         rendered = render(profile)
     except ProfileError as err:
-        return None, problems + _prefixed(f"{where}.profile", err.problems)
-    result = plan(profile)
+        return None, problems + _profile_problems(where, err)
+    try:
+        result = plan(profile)
+    except KeyError as err:  # a model or hardware the catalog does not know, or an unreadable config.json
+        field = "hardware" if "hardware" in str(err.args[0]) else "model"
+        return None, [*problems, Problem(f"{where}.profile.{field}", str(err.args[0]))]
     problems += [Problem(f"{where}.profile.{f.field}", f.message) for f in result.findings if f.severity == "error"]
     if problems:
         return None, problems
     return NodePlan(host, profile, rendered, result, config_yaml(profile, rendered)), []
 
 
+_MISSING_HINTS = {
+    "host_key": "required: pin the host's SSH key, the last two fields of `ssh-keyscan -t ed25519 <address>`",
+}
+
+
+def _host_field(field: str, data: Any) -> str:
+    """``hosts.3.address`` → ``hosts[3](gpu-b).address``, as every other fleet error names a host."""
+    m = re.match(r"^hosts\.(\d+)(\.|$)", field)
+    if not m:
+        return field
+    i = int(m.group(1))
+    hosts = data.get("hosts") if isinstance(data, dict) else None
+    name = hosts[i].get("name") if isinstance(hosts, list) and i < len(hosts) and isinstance(hosts[i], dict) else None
+    shown = f"({name})" if isinstance(name, str) and re.match(r"^[a-z0-9][a-z0-9-]*$", name) else ""
+    return f"hosts[{i}]{shown}{field[m.end(1) :]}"
+
+
 def parse_fleet(data: Any) -> FleetSpec:
     try:
         return FleetSpec.model_validate(data)
     except ValidationError as err:
-        raise FleetError(problems_from_validation(err, FleetSpec)) from None
+        problems = []
+        for p in problems_from_validation(err, FleetSpec):
+            leaf = p.field.rsplit(".", 1)[-1]
+            message = _MISSING_HINTS.get(leaf, p.message) if p.message.startswith("required field") else p.message
+            problems.append(Problem(_host_field(p.field, data), message))
+        raise FleetError(problems) from None
 
 
 def resolve_fleet(spec: FleetSpec) -> list[NodePlan]:

@@ -330,6 +330,15 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             "enable chunked prefill or raise max_num_batched_tokens",
         )
     spec = profile.speculative
+    drafter = _draft_model(profile, model) if spec and spec.method == "draft_model" else None
+    if spec and drafter and drafter.vocab_size != model.vocab_size and not spec.use_heterogeneous_vocab:
+        add(
+            "error",
+            "speculative.model",
+            f"the drafter {drafter.key} has a vocabulary of {drafter.vocab_size} tokens, the target {model.key} "
+            f"{model.vocab_size}: vLLM refuses the pair at start-up; pick a drafter with the same vocabulary size, "
+            "or set speculative.use_heterogeneous_vocab: true (drafts over the shared tokens)",
+        )
     if spec and spec.draft_tensor_parallel_size not in (None, 1, profile.tensor_parallel_size):
         add(
             "error",

@@ -7,14 +7,26 @@ one pinned vLLM version, the planner judges it against the hardware.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from vllm_fleet import values
 
 SpecMethod = Literal["draft_model", "eagle", "eagle3", "ngram"]
 KVCacheDType = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"]
 ModelDType = Literal["auto", "bfloat16", "float16", "float32"]
 Quantization = Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8"]
+
+
+ModelRef = Annotated[str, AfterValidator(values.model_ref)]
+"""A Hugging Face id (``org/name``) or an absolute local path: it becomes ``vllm serve``'s model argument."""
+ServedName = Annotated[str, AfterValidator(values.served_name)]
+"""A name clients send in the OpenAI API (``Qwen/Qwen2.5-7B-Instruct``, ``chat-7b``)."""
+ListenHost = Annotated[str, AfterValidator(values.listen_host)]
+"""An IP address or host name to listen on; the port is its own field."""
+PlainText = Annotated[str, AfterValidator(values.plain_text)]
+"""Free text on one line: no control characters."""
 
 
 class _Strict(BaseModel):
@@ -27,7 +39,7 @@ class SpeculativeConfig(_Strict):
     method: SpecMethod
     """``draft_model`` (a small model of the same family), ``eagle``/``eagle3`` (a trained drafter head), or
     ``ngram`` (prompt lookup, no extra model)."""
-    model: str | None = None
+    model: ModelRef | None = None
     """The drafter: a Hugging Face id or local path. Required except for ``ngram``."""
     num_speculative_tokens: int = Field(default=5, ge=1, le=16)
     """Tokens the drafter proposes per step (the article's k)."""
@@ -37,6 +49,9 @@ class SpeculativeConfig(_Strict):
     """ngram only: the shortest n-gram to match in the prompt."""
     prompt_lookup_max: int | None = Field(default=None, ge=1)
     """ngram only: the longest n-gram to match in the prompt."""
+    use_heterogeneous_vocab: bool | None = None
+    """draft_model only: let a drafter whose vocabulary size differs from the target's propose over the tokens
+    both share (vLLM 0.32's token-level intersection, greedy draft sampling); vLLM refuses such a pair without it."""
     assumed_acceptance_rate: float = Field(default=0.75, gt=0, lt=1)
     """Planner only (never rendered): the per-token acceptance α used to estimate the speedup."""
 
@@ -46,26 +61,10 @@ class SpeculativeConfig(_Strict):
             raise ValueError(f"speculative method {self.method!r} needs `model` (the drafter's id or path)")
         if self.method == "ngram" and self.model:
             raise ValueError("ngram speculation uses the prompt itself: remove `model`")
+        if self.use_heterogeneous_vocab and self.method != "draft_model":
+            raise ValueError("use_heterogeneous_vocab applies to method draft_model only")
         if self.method != "ngram" and (self.prompt_lookup_min or self.prompt_lookup_max):
             raise ValueError("prompt_lookup_min/max apply to method ngram only")
-        return self
-
-
-class ApiKeyRef(_Strict):
-    """Where the node's API key comes from. The secret itself is never in a profile."""
-
-    file: str | None = None
-    """Path of a root-only file on the host holding the key (the unit loads it as a credential)."""
-    env: str | None = None
-    """Name of an environment variable holding the key on the controller (copied to ``file`` on the host)."""
-    pulumi_secret: str | None = None
-    """Name of a Pulumi secret config value holding the key."""
-
-    @model_validator(mode="after")
-    def _one_source(self) -> ApiKeyRef:
-        sources = [s for s in (self.file, self.env, self.pulumi_secret) if s]
-        if len(sources) != 1:
-            raise ValueError("give exactly one of file, env or pulumi_secret")
         return self
 
 
@@ -87,7 +86,7 @@ class DecodeProfile(_Strict):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     """Profile id (lower case, digits, ``.-_``)."""
-    description: str = ""
+    description: PlainText = Field(default="", max_length=500)
     """What the profile is for."""
     hardware: str
     """Hardware catalog key the profile is tuned for (``rtx4090``, ``l40``, ``h100-sxm``…)."""
@@ -95,11 +94,11 @@ class DecodeProfile(_Strict):
     """GPUs on the node used by this server."""
     vllm_version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
     """The pinned vLLM release the flags are rendered for."""
-    model: str
+    model: ModelRef
     """Model catalog id (a Hugging Face id) or a local model directory; the first argument of ``vllm serve``."""
-    model_path: str | None = None
+    model_path: ModelRef | None = None
     """Where the weights live on the host (air-gapped: a local directory). Defaults to ``model``."""
-    served_model_name: str | None = None
+    served_model_name: ServedName | None = None
     """Name clients use in the OpenAI API. Defaults to ``model``."""
 
     # -- memory -----------------------------------------------------------------------------------------
@@ -141,13 +140,11 @@ class DecodeProfile(_Strict):
     """Speculative decoding; ``None`` to decode one token per step."""
 
     # -- serving --------------------------------------------------------------------------------------
-    host: str = "0.0.0.0"  # noqa: S104 - a server's listen address
+    host: ListenHost = "0.0.0.0"  # noqa: S104 - a server's listen address
     """Listen address of the OpenAI-compatible server."""
     port: int = Field(default=8000, ge=1, le=65535)
     """Listen port."""
-    api_key: ApiKeyRef | None = None
-    """Reference to the API key (never the key itself)."""
-    extra_args: dict[str, Any] = Field(default_factory=dict)
+    extra_args: dict[Annotated[str, AfterValidator(values.engine_arg_name)], Any] = Field(default_factory=dict)
     """Further engine arguments by vLLM name (``max_logprobs: 5``), checked against the pinned version."""
     slo: SLOs = Field(default_factory=SLOs)
     """Service levels the smoke test gates on."""

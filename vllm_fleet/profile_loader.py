@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from vllm_fleet.catalog._data import list_dir, parse_yaml, read_yaml
+from vllm_fleet.catalog._data import list_dir, read_yaml
 from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.user_yaml import InputFileError, read_user_yaml
+from vllm_fleet.values import SECRET_NAMES, engine_arg_name
 from vllm_fleet.vllm import flags, replacements
 
 
@@ -41,6 +42,11 @@ def builtin_profile_names() -> list[str]:
 
 def _unknown_key_hint(key: str, known: list[str]) -> str:
     """Why a key is refused, and what to write instead (kubespray-style removed-variable check)."""
+    if key == "api_key":
+        try:
+            engine_arg_name(key)
+        except ValueError as err:
+            return f"not a profile field: {err}"
     hint = replacements.instead(key)
     if hint is not None:
         gone = flags.removed_in(key)
@@ -70,17 +76,25 @@ def problems_from_validation(err: ValidationError, root: type[BaseModel] = Decod
     out: list[Problem] = []
     for e in err.errors():
         loc = tuple(e["loc"])
-        field = ".".join(str(p) for p in loc) or "(profile)"
+        field = ".".join(str(p) for p in loc if p != "[key]") or "(profile)"
         if e["type"] == "extra_forbidden":
             out.append(Problem(field, _unknown_key_hint(str(loc[-1]), _known_fields(root, loc))))
         elif e["type"] == "missing":
             out.append(Problem(field, "required field is missing: add it"))
         else:
             msg = str(e["msg"]).removeprefix("Value error, ")
-            got = e.get("input")
-            shown = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
-            out.append(Problem(field, f"{msg}{shown}"))
+            out.append(Problem(field, f"{msg}{_shown(loc, e.get('input'))}"))
     return out
+
+
+def _shown(loc: tuple[str | int, ...], value: Any) -> str:
+    """The offending value for an error message: short scalars only, never a secret's."""
+    if value is None or isinstance(value, dict | list | tuple):
+        return ""
+    if any(SECRET_NAMES.search(str(part)) for part in loc):
+        return " (value hidden: it may be a secret)"
+    text = repr(value)
+    return f" (got {text if len(text) <= 80 else text[:77] + '...'})"
 
 
 def parse_profile(data: Any, source: str) -> DecodeProfile:
@@ -93,17 +107,11 @@ def parse_profile(data: Any, source: str) -> DecodeProfile:
 
 
 def read_profile_file(path: Path) -> DecodeProfile:
-    source = str(path)
     try:
-        data = parse_yaml(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ProfileError(source, [Problem("(file)", f"cannot read: {err.strerror}")]) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = getattr(err, "problem", None) or str(err)
-        raise ProfileError(source, [Problem("(yaml)", f"not valid YAML{where}: {what}; fix the syntax")]) from None
-    return parse_profile(data, source)
+        data = read_user_yaml(path)
+    except InputFileError as err:
+        raise ProfileError(err.source, [Problem(err.field, err.message)]) from None
+    return parse_profile(data, str(path))
 
 
 def load_profile(ref: str) -> DecodeProfile:

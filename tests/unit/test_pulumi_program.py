@@ -155,7 +155,10 @@ def test_plan_cache_follows_profile_files_and_templates(tmp_path: Any, monkeypat
     profile = yaml.safe_load((project_root() / "vllm_fleet/catalog/profiles/cpu-lab.yaml").read_text())
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump({**profile, "max_num_seqs": 4}))
-    fleet = {"hosts": [{"name": "n1", "address": "10.0.0.1", "hardware": "cpu-lab", "profile": str(path)}]}
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKIExBffbfYBXsaT5fHdWreey1Q9IW3hwQMERWb9y5AZ"
+    fleet = {
+        "hosts": [{"name": "n1", "address": "10.0.0.1", "host_key": key, "hardware": "cpu-lab", "profile": str(path)}]
+    }
     store = tmp_path / "plans"
     assert plan_cache.cached_plan(fleet, store)[0].nodes[0].vllm_config["max-num-seqs"] == 4
     path.write_text(yaml.safe_dump({**profile, "max_num_seqs": 6}))  # same fleet config, edited profile file

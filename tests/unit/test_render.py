@@ -30,6 +30,7 @@ def test_article_4090_renders_for_current_vllm() -> None:
         "model": "Qwen/Qwen2.5-0.5B-Instruct",
         "num_speculative_tokens": 5,
         "draft_tensor_parallel_size": 1,
+        "use_heterogeneous_vocab": True,  # 151936 vs 152064 tokens: vLLM 0.32 refuses the pair without it
     }
     assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.92"
     assert "--enable-chunked-prefill" in argv and "--enable-prefix-caching" in argv

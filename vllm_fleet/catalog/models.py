@@ -7,7 +7,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vllm_fleet.catalog._data import read_yaml
 
@@ -89,14 +89,36 @@ def model_catalog() -> dict[str, ModelArch]:
 def load_model_config(path: Path, key: str | None = None) -> ModelArch:
     """Size any model from a local Hugging Face ``config.json`` (a file or the model directory)."""
     config_path = path / "config.json" if path.is_dir() else path
-    cfg: dict[str, Any] = json.loads(config_path.read_text(encoding="utf-8"))
-    cfg = {**cfg, **cfg.get("text_config", {})}  # multimodal wrappers keep the LM config nested
+    try:
+        cfg: dict[str, Any] = json.loads(config_path.read_text(encoding="utf-8"))
+        if not isinstance(cfg, dict):
+            raise ValueError("not a JSON object")
+        cfg = {**cfg, **(cfg.get("text_config") or {})}  # multimodal wrappers keep the LM config nested
+        return _arch_from_config(cfg, key or str(path))
+    except OSError as err:
+        raise KeyError(f"{config_path}: cannot read the model's config.json: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise KeyError(f"{config_path}: the model's config.json is not UTF-8 text; copy it again") from None
+    except json.JSONDecodeError as err:
+        raise KeyError(
+            f"{config_path}: the model's config.json is not valid JSON (line {err.lineno}: {err.msg}): "
+            "truncated? copy it again"
+        ) from None
+    except KeyError as err:
+        lacks = err.args[0]
+        raise KeyError(f"{config_path}: the model's config.json lacks {lacks!r}: not a decoder LM config?") from None
+    except (TypeError, ValueError, ValidationError) as err:
+        detail = str(err).splitlines()[0]
+        raise KeyError(f"{config_path}: the model's config.json has an unusable value ({detail})") from None
+
+
+def _arch_from_config(cfg: dict[str, Any], key: str) -> ModelArch:
     heads = int(cfg["num_attention_heads"])
     hidden = int(cfg["hidden_size"])
     qcfg = cfg.get("quantization_config") or {}
     arch = (cfg.get("architectures") or ["unknown"])[0]
     return ModelArch(
-        key=key or str(path),
+        key=key,
         architecture=arch,
         hidden_size=hidden,
         intermediate_size=int(cfg["intermediate_size"]),

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from vllm_fleet.catalog import hardware_catalog, model_catalog
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.profile_loader import Problem, ProfileError, parse_profile
 from vllm_fleet.vllm import flags, replacements
@@ -109,8 +110,16 @@ def parse_flags(tokens: list[str]) -> tuple[str | None, dict[str, Any]]:
     return model, values
 
 
+def _vocab_sizes_differ(target: str, drafter: str) -> bool:
+    catalog = model_catalog()
+    return target in catalog and drafter in catalog and catalog[target].vocab_size != catalog[drafter].vocab_size
+
+
 def migrate(command: str, vllm_version: str, hardware: str, name: str | None = None) -> Migration:
     """Turn ``command`` into a profile pinned to ``vllm_version``. Raises ValueError or ProfileError."""
+    known = hardware_catalog()
+    if hardware not in known:
+        raise ValueError(f"--hardware {hardware!r}: not in the hardware catalog; known: {', '.join(sorted(known))}")
     model, values = parse_flags(split_command(command))
     if model is None:
         raise ValueError("the command line names no model")
@@ -143,6 +152,12 @@ def migrate(command: str, vllm_version: str, hardware: str, name: str | None = N
             spec["method"] = _method_for(str(spec["model"]))
         if spec.get("method") == "ngram":
             spec.pop("model", None)
+        if spec.get("method") == "draft_model" and _vocab_sizes_differ(model, str(spec.get("model"))):
+            spec.setdefault("use_heterogeneous_vocab", True)
+            notes.append(
+                "speculative.use_heterogeneous_vocab: true -- the drafter's vocabulary size differs from the "
+                "target's, which vLLM refuses for draft_model without it"
+            )
         data["speculative"] = spec
     if extra:
         data["extra_args"] = extra

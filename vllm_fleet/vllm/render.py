@@ -75,6 +75,8 @@ def speculative_config(profile: DecodeProfile) -> dict[str, Any] | None:
         out["prompt_lookup_max"] = spec.prompt_lookup_max
     if spec.prompt_lookup_min is not None:
         out["prompt_lookup_min"] = spec.prompt_lookup_min
+    if spec.use_heterogeneous_vocab is not None:
+        out["use_heterogeneous_vocab"] = spec.use_heterogeneous_vocab
     return out
 
 
