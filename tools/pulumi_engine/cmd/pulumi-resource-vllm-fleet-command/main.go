@@ -15,21 +15,30 @@
 // Semantics kept from pulumi-command: a change of `triggers` replaces the resource; a change of any
 // other input runs `update` (or `create` when there is no `update`) in place; `delete` runs when the
 // resource is destroyed. Outputs are the inputs plus the tails of stdout and stderr. Secrets reach the
-// command through its environment or stdin, never argv; SSH keeps host-key checking on.
+// command through its environment or stdin, never argv; SSH pins the host key (strict
+// checking, no fallback) and offers the private key from an in-process agent, never a file.
 package main
 
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"unicode"
 
 	"github.com/google/uuid"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -115,6 +124,11 @@ func (p *commandProvider) Check(_ context.Context, req *pulumirpc.CheckRequest) 
 			failures = append(failures, &pulumirpc.CheckFailure{
 				Property: "connection", Reason: "a remote command needs a connection {host, port, user, ...}",
 			})
+		} else {
+			// Known values are checked now, so `pulumi preview` reports them; unknown ones at run time.
+			for _, err := range validateConnection(connectionFields(v)) {
+				failures = append(failures, &pulumirpc.CheckFailure{Property: "connection", Reason: err.Error()})
+			}
 		}
 	}
 	return &pulumirpc.CheckResponse{Inputs: req.GetNews(), Failures: failures}, nil
@@ -248,73 +262,355 @@ func runLocal(ctx context.Context, command string, env map[string]string, stdin 
 }
 
 // runRemote runs script with `sh -s` over SSH: the environment is exported on stdin (not argv), the
-// private key sits in a 0600 file in a private temp dir, and the host key is pinned.
+// private key never touches disk (an in-process SSH agent serves it on a socket in a private 0700
+// dir), and the host key is pinned with strict checking and no fallback to other known_hosts files.
 func runRemote(
 	ctx context.Context, connection resource.PropertyValue, script string, env map[string]string,
 ) (string, string, error) {
-	conn := stringMap(connection)
-	host, user := conn["host"], conn["user"]
-	if host == "" {
-		return "", "", fmt.Errorf("connection.host is empty")
+	conn, unknown := connectionFields(connection)
+	if names := sortedKeys(boolKeys(unknown)); len(names) > 0 {
+		return "", "", fmt.Errorf("connection.%s is not known yet", names[0])
 	}
-	if user == "" {
-		user = "root"
+	t, err := newSSHTarget(conn)
+	if err != nil {
+		return "", "", err
 	}
-	port := 22
-	if s := conn["port"]; s != "" {
-		n, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return "", "", fmt.Errorf("connection.port %q is not a number", s)
-		}
-		port = int(n)
-	}
-	tmp, err := os.MkdirTemp("", "vllm-fleet-ssh-")
+	tmp, err := os.MkdirTemp(socketBase(), "vllm-fleet-ssh-")
 	if err != nil {
 		return "", "", err
 	}
 	defer os.RemoveAll(tmp)
-
-	var identity []string
-	if key := conn["private_key"]; key != "" {
-		if !strings.HasSuffix(key, "\n") {
-			key += "\n"
-		}
-		path := filepath.Join(tmp, "id")
-		if err := os.WriteFile(path, []byte(key), 0o600); err != nil {
-			return "", "", err
-		}
-		identity = []string{"-i", path}
+	if err := os.Chmod(tmp, 0o700); err != nil {
+		return "", "", err
 	}
-	known := conn["known_hosts_file"]
-	if hostKey := conn["host_key"]; hostKey != "" {
-		name := host
-		if port != 22 {
-			name = fmt.Sprintf("[%s]:%d", host, port)
-		}
+
+	known := t.knownHostsFile
+	if t.hostKey != "" {
+		// Public data only: the pinned line for host (port 22) or [host]:port.
 		known = filepath.Join(tmp, "known_hosts")
-		if err := os.WriteFile(known, []byte(name+" "+hostKey+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(known, []byte(knownHostsName(t.host, t.port)+" "+t.hostKey+"\n"), 0o600); err != nil {
 			return "", "", err
 		}
-	} else if known == "" {
-		home, _ := os.UserHomeDir()
-		known = filepath.Join(home, ".ssh", "known_hosts")
+	}
+	cmdEnv := os.Environ()
+	agentSock := ""
+	if t.privateKey != nil {
+		agentSock = filepath.Join(tmp, "agent.sock")
+		stop, err := serveKey(agentSock, t.privateKey)
+		if err != nil {
+			return "", "", err
+		}
+		defer stop()
+		cmdEnv = append(withoutEnv(cmdEnv, "SSH_AUTH_SOCK"), "SSH_AUTH_SOCK="+agentSock)
 	}
 	var exports strings.Builder
 	for _, k := range sortedKeys(env) {
 		fmt.Fprintf(&exports, "export %s=%s\n", k, shQuote(env[k]))
 	}
-	args := append(identity,
-		"-p", strconv.Itoa(port),
+	cmd := exec.CommandContext(ctx, "ssh", sshArgs(t, known, agentSock, knownHostsCommandSupported())...)
+	cmd.Env = cmdEnv
+	cmd.Stdin = strings.NewReader(exports.String() + script)
+	return output(cmd, fmt.Sprintf("ssh %s@%s:%d: ", t.user, t.host, t.port))
+}
+
+// sshTarget is a validated connection.
+type sshTarget struct {
+	host, user     string
+	port           int
+	privateKey     any // parsed; nil: ssh's own keys / agent
+	hostKey        string
+	knownHostsFile string
+}
+
+var (
+	posixUser    = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	dnsLabel     = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	hostKeyTypes = map[string]bool{
+		"ssh-ed25519": true, "ecdsa-sha2-nistp256": true, "ecdsa-sha2-nistp384": true,
+		"ecdsa-sha2-nistp521": true, "ssh-rsa": true, "sk-ssh-ed25519@openssh.com": true,
+	}
+	errHostKeyRequired = errors.New(
+		"connection.host_key is required: pin the host's public key (ssh-keyscan -t ed25519 <host>, the key part)")
+)
+
+func newSSHTarget(conn map[string]string) (sshTarget, error) {
+	if errs := validateConnection(conn, nil); len(errs) > 0 {
+		return sshTarget{}, errors.Join(errs...)
+	}
+	t := sshTarget{
+		host: conn["host"], user: conn["user"], port: 22,
+		hostKey: conn["host_key"], knownHostsFile: conn["known_hosts_file"],
+	}
+	if t.user == "" {
+		t.user = "root"
+	}
+	if s := conn["port"]; s != "" {
+		t.port, _ = parsePort(s)
+	}
+	if key := conn["private_key"]; key != "" {
+		t.privateKey, _ = ssh.ParseRawPrivateKey([]byte(key))
+	}
+	return t, nil
+}
+
+// validateConnection checks the connection fields that are known (unknown ones are skipped: preview).
+func validateConnection(conn map[string]string, unknown map[string]bool) []error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !unknown["host"] {
+		add(validateHost(conn["host"]))
+	}
+	if u := conn["user"]; !unknown["user"] && u != "" {
+		add(validateUser(u))
+	}
+	if p := conn["port"]; !unknown["port"] && p != "" {
+		_, err := parsePort(p)
+		add(err)
+	}
+	if k := conn["host_key"]; !unknown["host_key"] && k != "" {
+		add(validateHostKey(k))
+	}
+	if f := conn["known_hosts_file"]; !unknown["known_hosts_file"] && f != "" {
+		add(validateKnownHostsFile(f))
+	}
+	if !unknown["host_key"] && !unknown["known_hosts_file"] && conn["host_key"] == "" && conn["known_hosts_file"] == "" {
+		add(errHostKeyRequired)
+	}
+	if k := conn["private_key"]; !unknown["private_key"] && k != "" {
+		if _, err := ssh.ParseRawPrivateKey([]byte(k)); err != nil {
+			// The parser's errors never quote the key.
+			add(fmt.Errorf("connection.private_key: %v (an unencrypted OpenSSH or PEM private key)", err))
+		}
+	}
+	return errs
+}
+
+// validateHost accepts an IPv4/IPv6 literal or a DNS name: nothing ssh could read as an option, a
+// user, a port or a second argument.
+func validateHost(h string) error {
+	if h == "" {
+		return errors.New("connection.host is empty")
+	}
+	if net.ParseIP(h) != nil {
+		return nil
+	}
+	if len(h) <= 253 && !strings.HasPrefix(h, "-") {
+		ok := true
+		for _, label := range strings.Split(h, ".") {
+			if !dnsLabel.MatchString(label) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("connection.host %q: not an IP address or DNS name", h)
+}
+
+func validateUser(u string) error {
+	if !posixUser.MatchString(u) {
+		return fmt.Errorf("connection.user %q: not a POSIX user name ([a-z_][a-z0-9_-]{0,31})", u)
+	}
+	return nil
+}
+
+func parsePort(s string) (int, error) {
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n != float64(int(n)) || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("connection.port %q: not a port number (1-65535)", s)
+	}
+	return int(n), nil
+}
+
+// validateHostKey wants "<type> <base64>", a public key of an allowed type, on one line.
+func validateHostKey(k string) error {
+	if strings.ContainsFunc(k, unicode.IsControl) {
+		return errors.New("connection.host_key: must be one line, \"<type> <base64>\" (no newline)")
+	}
+	parts := strings.Split(k, " ")
+	if len(parts) != 2 || !hostKeyTypes[parts[0]] {
+		return fmt.Errorf("connection.host_key %q: want \"<type> <base64>\" with type one of %s (no host name, no comment)",
+			k, strings.Join(sortedKeys(boolKeys(hostKeyTypes)), ", "))
+	}
+	blob, err := base64.StdEncoding.DecodeString(parts[1])
+	if err != nil {
+		return fmt.Errorf("connection.host_key: the key part is not base64: %v", err)
+	}
+	pub, err := ssh.ParsePublicKey(blob)
+	if err != nil {
+		return fmt.Errorf("connection.host_key: not a %s public key: %v", parts[0], err)
+	}
+	if pub.Type() != parts[0] {
+		return fmt.Errorf("connection.host_key: says %s but holds a %s key", parts[0], pub.Type())
+	}
+	return nil
+}
+
+// validateKnownHostsFile refuses what ssh would split (whitespace) or expand (%tokens, ${VAR}).
+func validateKnownHostsFile(f string) error {
+	if strings.ContainsFunc(f, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) ||
+		strings.ContainsAny(f, "%$") {
+		return fmt.Errorf("connection.known_hosts_file %q: no whitespace, %% or $ in the path", f)
+	}
+	return nil
+}
+
+func knownHostsName(host string, port int) string {
+	if port == 22 {
+		return host
+	}
+	return fmt.Sprintf("[%s]:%d", host, port)
+}
+
+// sshArgs is ssh's argv: options, then `--`, then the destination and the remote command. Options on
+// the command line take precedence over ~/.ssh/config, so the host-key policy below holds whatever
+// that file says.
+func sshArgs(t sshTarget, knownHosts, agentSock string, withKnownHostsCommand bool) []string {
+	args := []string{
+		"-p", strconv.Itoa(t.port),
 		"-o", "BatchMode=yes",
 		"-o", "StrictHostKeyChecking=yes",
-		"-o", "UserKnownHostsFile="+known,
+		"-o", "UserKnownHostsFile=" + knownHosts,
+		"-o", "GlobalKnownHostsFile=/dev/null",
+		"-o", "VerifyHostKeyDNS=no",
+		"-o", "UpdateHostKeys=no",
+		"-o", "ForwardAgent=no",
 		"-o", "ConnectTimeout=10",
-		user+"@"+host,
-		"sh -s",
-	)
-	cmd := exec.CommandContext(ctx, "ssh", args...)
-	cmd.Stdin = strings.NewReader(exports.String() + script)
-	return output(cmd, fmt.Sprintf("ssh %s@%s:%d: ", user, host, port))
+	}
+	if withKnownHostsCommand {
+		args = append(args, "-o", "KnownHostsCommand=none")
+	}
+	if agentSock != "" {
+		args = append(args, "-o", "IdentityAgent="+agentSock, "-o", "IdentityFile=none")
+	}
+	// An IPv6 literal needs no brackets: ssh splits user@host at the last '@', and the port is -p.
+	return append(args, "--", t.user+"@"+t.host, "sh -s")
+}
+
+// knownHostsCommandSupported: KnownHostsCommand (OpenSSH >= 8.5) is turned off where ssh knows it.
+var knownHostsCommandSupported = sync.OnceValue(func() bool {
+	return exec.Command("ssh", "-G", "-o", "KnownHostsCommand=none", "--", "probe.invalid").Run() == nil
+})
+
+// serveKey serves key from an in-memory agent on a unix socket at path until stop is called.
+func serveKey(path string, key any) (stop func(), err error) {
+	keyring := agent.NewKeyring()
+	if err := keyring.Add(agent.AddedKey{PrivateKey: key, Comment: pkgName}); err != nil {
+		return nil, fmt.Errorf("connection.private_key: %v", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = agent.ServeAgent(keyring, c)
+				c.Close()
+			}()
+		}
+	}()
+	return func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+		_ = keyring.RemoveAll()
+	}, nil
+}
+
+// socketBase is where the private temp dir goes: TMPDIR unless its path would be too long for a unix
+// socket or would be expanded by ssh (%, $) or split (whitespace).
+func socketBase() string {
+	base := os.TempDir()
+	if len(base) > 60 || strings.ContainsFunc(base, func(r rune) bool {
+		return unicode.IsSpace(r) || r == '%' || r == '$'
+	}) {
+		return "/tmp"
+	}
+	return base
+}
+
+// connectionFields flattens a connection object into strings and names its unknown fields (an
+// unknown connection reports all of them as unknown).
+func connectionFields(v resource.PropertyValue) (map[string]string, map[string]bool) {
+	known, unknown := map[string]string{}, map[string]bool{}
+	v = plain(v)
+	if v.IsComputed() || (v.IsOutput() && !v.OutputValue().Known) {
+		for _, k := range []string{"host", "port", "user", "private_key", "host_key", "known_hosts_file"} {
+			unknown[k] = true
+		}
+		return known, unknown
+	}
+	if !v.IsObject() {
+		return known, unknown
+	}
+	for k, item := range v.ObjectValue() {
+		item = plain(item)
+		if item.ContainsUnknowns() {
+			unknown[string(k)] = true
+		} else if s, ok := scalarString(item); ok {
+			known[string(k)] = s
+		}
+	}
+	return known, unknown
+}
+
+// plain unwraps secrets and known outputs.
+func plain(v resource.PropertyValue) resource.PropertyValue {
+	for {
+		switch {
+		case v.IsSecret():
+			v = v.SecretValue().Element
+		case v.IsOutput() && v.OutputValue().Known:
+			v = v.OutputValue().Element
+		default:
+			return v
+		}
+	}
+}
+
+func withoutEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func boolKeys(m map[string]bool) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if v {
+			out[k] = ""
+		}
+	}
+	return out
 }
 
 func output(cmd *exec.Cmd, prefix string) (string, string, error) {
@@ -400,16 +696,23 @@ func stringMap(v resource.PropertyValue) map[string]string {
 		return out
 	}
 	for k, item := range v.ObjectValue() {
-		switch {
-		case item.IsString():
-			out[string(k)] = item.StringValue()
-		case item.IsNumber():
-			out[string(k)] = strconv.FormatFloat(item.NumberValue(), 'f', -1, 64)
-		case item.IsBool():
-			out[string(k)] = strconv.FormatBool(item.BoolValue())
+		if s, ok := scalarString(item); ok {
+			out[string(k)] = s
 		}
 	}
 	return out
+}
+
+func scalarString(item resource.PropertyValue) (string, bool) {
+	switch {
+	case item.IsString():
+		return item.StringValue(), true
+	case item.IsNumber():
+		return strconv.FormatFloat(item.NumberValue(), 'f', -1, 64), true
+	case item.IsBool():
+		return strconv.FormatBool(item.BoolValue()), true
+	}
+	return "", false
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+)
+
+func TestValidateHost(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"10.20.0.11", true},
+		{"::1", true},
+		{"fd00:20::11", true},
+		{"gpu-a.example.internal", true},
+		{"gpu-a", true},
+		{"-oProxyCommand=touch /tmp/x", false},
+		{"-oProxyCommand=x", false},
+		{"-gpu", false},
+		{"gpu-.example", false},
+		{"a b", false},
+		{"host\n", false},
+		{"host\x00", false},
+		{"10.0.0.1:22", false},
+		{"root@h", false},
+		{"[::1]", false},
+		{"fe80::1%eth0", false},
+		{"a..b", false},
+		{"", false},
+		{strings.Repeat("a.", 127) + "ab", false}, // 256 characters
+	} {
+		err := validateHost(tc.host)
+		if (err == nil) != tc.ok {
+			t.Errorf("validateHost(%q) = %v, want ok=%v", tc.host, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "connection.host") {
+			t.Errorf("validateHost(%q): error %q does not name the field", tc.host, err)
+		}
+	}
+	err := validateHost("-oProxyCommand=x")
+	if err == nil || err.Error() != `connection.host "-oProxyCommand=x": not an IP address or DNS name` {
+		t.Errorf("error text: %v", err)
+	}
+}
+
+func TestValidateUser(t *testing.T) {
+	for _, tc := range []struct {
+		user string
+		ok   bool
+	}{
+		{"root", true},
+		{"ubuntu", true},
+		{"_svc", true},
+		{"deploy-1", true},
+		{"-oProxyCommand=touch /tmp/x", false},
+		{"a b", false},
+		{"root\n", false},
+		{"root@h", false},
+		{"root:x", false},
+		{"Root", false},
+		{"1user", false},
+		{strings.Repeat("a", 33), false},
+	} {
+		err := validateUser(tc.user)
+		if (err == nil) != tc.ok {
+			t.Errorf("validateUser(%q) = %v, want ok=%v", tc.user, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "connection.user") {
+			t.Errorf("validateUser(%q): error %q does not name the field", tc.user, err)
+		}
+	}
+}
+
+func TestValidateHostKey(t *testing.T) {
+	ed := authorizedKey(t, newSigner(t).PublicKey())
+	blob := strings.Fields(ed)[1]
+	for _, tc := range []struct {
+		name, key string
+		ok        bool
+	}{
+		{"ed25519", ed, true},
+		{"trailing newline", ed + "\n", false},
+		{"embedded newline", "ssh-ed25519 " + blob + "\n[evil]:22 " + ed, false},
+		{"comment", ed + " root@gpu-a", false},
+		{"host name first", "gpu-a " + ed, false},
+		{"unknown type", "ssh-dss " + blob, false},
+		{"type mismatch", "ecdsa-sha2-nistp256 " + blob, false},
+		{"not base64", "ssh-ed25519 not*base64", false},
+		{"not a key", "ssh-ed25519 aGVsbG8=", false},
+		{"option", "-oProxyCommand=x", false},
+		{"double space", "ssh-ed25519  " + blob, false},
+	} {
+		err := validateHostKey(tc.key)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: validateHostKey(%q) = %v, want ok=%v", tc.name, tc.key, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "connection.host_key") {
+			t.Errorf("%s: error %q does not name the field", tc.name, err)
+		}
+	}
+}
+
+func TestValidateConnection(t *testing.T) {
+	key := authorizedKey(t, newSigner(t).PublicKey())
+	good := map[string]string{"host": "10.20.0.11", "port": "22", "user": "root", "host_key": key}
+	if errs := validateConnection(good, nil); len(errs) != 0 {
+		t.Fatalf("good connection: %v", errs)
+	}
+	withFile := map[string]string{"host": "gpu-a.example.internal", "known_hosts_file": "/etc/fleet/known_hosts"}
+	if errs := validateConnection(withFile, nil); len(errs) != 0 {
+		t.Fatalf("known_hosts_file connection: %v", errs)
+	}
+	noPin := map[string]string{"host": "10.20.0.11"}
+	if errs := validateConnection(noPin, nil); len(errs) != 1 || errs[0] != errHostKeyRequired {
+		t.Fatalf("no host key: %v, want %v", errs, errHostKeyRequired)
+	}
+	// Unknown (computed) fields are left for run time.
+	unknown := map[string]bool{"host": true, "host_key": true}
+	if errs := validateConnection(map[string]string{}, unknown); len(errs) != 0 {
+		t.Fatalf("unknown fields: %v", errs)
+	}
+	for field, value := range map[string]string{
+		"port": "0", "known_hosts_file": "/a b", "private_key": "not a key", "user": "-oProxyCommand=x",
+	} {
+		c := map[string]string{"host": "10.20.0.11", "host_key": key, field: value}
+		errs := validateConnection(c, nil)
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), "connection."+field) {
+			t.Errorf("%s=%q: %v", field, value, errs)
+		}
+	}
+}
+
+func TestSSHArgs(t *testing.T) {
+	for _, tc := range []struct {
+		host, dest string
+	}{
+		{"10.20.0.11", "root@10.20.0.11"},
+		{"::1", "root@::1"},
+		{"gpu-a.example.internal", "root@gpu-a.example.internal"},
+	} {
+		target := sshTarget{host: tc.host, user: "root", port: 2222}
+		args := sshArgs(target, "/tmp/d/known_hosts", "/tmp/d/agent.sock", true)
+		n := len(args)
+		if n < 3 || args[n-3] != "--" || args[n-2] != tc.dest || args[n-1] != "sh -s" {
+			t.Fatalf("argv must end with -- %s \"sh -s\": %q", tc.dest, args)
+		}
+		if i := index(args, "--"); i != n-3 {
+			t.Fatalf("-- at %d, want only right before the destination: %q", i, args)
+		}
+		joined := strings.Join(args, " ")
+		for _, want := range []string{
+			"-p 2222", "StrictHostKeyChecking=yes", "BatchMode=yes", "GlobalKnownHostsFile=/dev/null",
+			"UserKnownHostsFile=/tmp/d/known_hosts", "IdentityAgent=/tmp/d/agent.sock", "IdentityFile=none",
+			"KnownHostsCommand=none",
+		} {
+			if !strings.Contains(joined, want) {
+				t.Errorf("argv lacks %q: %q", want, args)
+			}
+		}
+	}
+	// Without a private key ssh keeps its own identities.
+	args := sshArgs(sshTarget{host: "h", user: "root", port: 22}, "/k", "", false)
+	if strings.Contains(strings.Join(args, " "), "Identity") || strings.Contains(strings.Join(args, " "), "KnownHostsCommand") {
+		t.Errorf("unexpected identity/KnownHostsCommand options: %q", args)
+	}
+}
+
+func TestKnownHostsName(t *testing.T) {
+	if got := knownHostsName("10.0.0.1", 22); got != "10.0.0.1" {
+		t.Error(got)
+	}
+	if got := knownHostsName("::1", 2222); got != "[::1]:2222" {
+		t.Error(got)
+	}
+}
+
+func TestCheckReportsConnection(t *testing.T) {
+	key := authorizedKey(t, newSigner(t).PublicKey())
+	check := func(conn resource.PropertyMap) []*pulumirpc.CheckFailure {
+		t.Helper()
+		news, err := marshal(resource.PropertyMap{
+			"create":     resource.NewStringProperty("true"),
+			"connection": resource.NewObjectProperty(conn),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := (&commandProvider{}).Check(context.Background(), &pulumirpc.CheckRequest{Type: remoteType, News: news})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetFailures()
+	}
+	failures := check(resource.PropertyMap{
+		"host":     resource.NewStringProperty("-oProxyCommand=touch /tmp/x"),
+		"user":     resource.NewStringProperty("root"),
+		"host_key": resource.NewStringProperty(key),
+	})
+	if len(failures) != 1 || failures[0].Property != "connection" ||
+		!strings.Contains(failures[0].Reason, `connection.host "-oProxyCommand=touch /tmp/x"`) {
+		t.Fatalf("hostile host: %v", failures)
+	}
+	// Unknown at preview: nothing to report yet.
+	failures = check(resource.PropertyMap{
+		"host":     resource.MakeComputed(resource.NewStringProperty("")),
+		"host_key": resource.MakeComputed(resource.NewStringProperty("")),
+	})
+	if len(failures) != 0 {
+		t.Fatalf("computed: %v", failures)
+	}
+	failures = check(resource.PropertyMap{
+		"host": resource.NewStringProperty("10.20.0.11"), "port": resource.NewNumberProperty(22),
+		"user": resource.NewStringProperty("root"), "host_key": resource.NewStringProperty(key),
+	})
+	if len(failures) != 0 {
+		t.Fatalf("good: %v", failures)
+	}
+}
+
+// TestRunRemote drives the real ssh client against an in-process SSH server: the key comes from the
+// agent (nothing but the socket and the public known_hosts line is in the private dir), the host key
+// is pinned, and the dir is gone afterwards.
+func TestRunRemote(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no ssh client")
+	}
+	t.Setenv("TMPDIR", t.TempDir())
+	hostSigner, clientSigner := newSigner(t), newSigner(t)
+	var mu sync.Mutex
+	var seen []string
+	port := startSSHServer(t, hostSigner, clientSigner.PublicKey(), func(command string, stdin []byte) (string, uint32) {
+		mu.Lock()
+		defer mu.Unlock()
+		dirs, _ := filepath.Glob(filepath.Join(socketBase(), "vllm-fleet-ssh-*"))
+		for _, d := range dirs {
+			fi, _ := os.Stat(d)
+			seen = append(seen, fmt.Sprintf("%s %o", filepath.Base(d)[:len("vllm-fleet-ssh-")], fi.Mode().Perm()))
+			entries, _ := os.ReadDir(d)
+			for _, e := range entries {
+				seen = append(seen, e.Name())
+			}
+		}
+		return command + "\n" + string(stdin), 0
+	})
+	pemKey := pem.EncodeToMemory(must(ssh.MarshalPrivateKey(clientSigner.key, "")))
+	conn := func(hostKey string) resource.PropertyValue {
+		return resource.NewObjectProperty(resource.PropertyMap{
+			"host":        resource.NewStringProperty("127.0.0.1"),
+			"port":        resource.NewNumberProperty(float64(port)),
+			"user":        resource.NewStringProperty("tester"),
+			"private_key": resource.MakeSecret(resource.NewStringProperty(string(pemKey))),
+			"host_key":    resource.NewStringProperty(hostKey),
+		})
+	}
+
+	stdout, stderr, err := runRemote(context.Background(), conn(authorizedKey(t, hostSigner.PublicKey())),
+		"echo hi\n", map[string]string{"FOO": "it's"})
+	if err != nil {
+		t.Fatalf("runRemote: %v (stderr %q)", err, stderr)
+	}
+	if want := "sh -s\nexport FOO='it'\"'\"'s'\necho hi\n"; stdout != want {
+		t.Fatalf("stdout %q, want %q", stdout, want)
+	}
+	got := strings.Join(seen, ",")
+	if got != "vllm-fleet-ssh- 700,agent.sock,known_hosts" {
+		t.Fatalf("private dir during the run: %q", got)
+	}
+	if left, _ := filepath.Glob(filepath.Join(socketBase(), "vllm-fleet-ssh-*")); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+
+	// Another host key: refused, no fallback.
+	_, _, err = runRemote(context.Background(), conn(authorizedKey(t, newSigner(t).PublicKey())), "true", nil)
+	if err == nil || !strings.Contains(err.Error(), "Host key verification failed") {
+		t.Fatalf("a wrong pinned host key: %v", err)
+	}
+	// No pin at all: refused before ssh runs.
+	noPin := resource.NewObjectProperty(resource.PropertyMap{
+		"host": resource.NewStringProperty("127.0.0.1"), "port": resource.NewNumberProperty(float64(port)),
+	})
+	if _, _, err = runRemote(context.Background(), noPin, "true", nil); err == nil ||
+		!strings.Contains(err.Error(), "connection.host_key is required") {
+		t.Fatalf("no pin: %v", err)
+	}
+	// A hostile host never reaches ssh.
+	hostile := resource.NewObjectProperty(resource.PropertyMap{
+		"host":     resource.NewStringProperty("-oProxyCommand=touch " + filepath.Join(t.TempDir(), "x")),
+		"host_key": resource.NewStringProperty(authorizedKey(t, hostSigner.PublicKey())),
+	})
+	if _, _, err = runRemote(context.Background(), hostile, "true", nil); err == nil ||
+		!strings.Contains(err.Error(), "not an IP address or DNS name") {
+		t.Fatalf("hostile host: %v", err)
+	}
+}
+
+type privateKeyHolder struct {
+	ssh.Signer
+	key ed25519.PrivateKey
+}
+
+func newSigner(t *testing.T) privateKeyHolder {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return privateKeyHolder{Signer: s, key: priv}
+}
+
+func authorizedKey(t *testing.T, pub ssh.PublicKey) string {
+	t.Helper()
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func index(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// startSSHServer serves exec requests on 127.0.0.1 for user "tester" with clientKey; onExec gets the
+// command and all of stdin and returns stdout and the exit status.
+func startSSHServer(
+	t *testing.T, hostKey ssh.Signer, clientKey ssh.PublicKey, onExec func(string, []byte) (string, uint32),
+) int {
+	t.Helper()
+	cfg := &ssh.ServerConfig{
+		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			if meta.User() == "tester" && bytes.Equal(key.Marshal(), clientKey.Marshal()) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("unknown key")
+		},
+	}
+	cfg.AddHostKey(hostKey)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveSSH(c, cfg, onExec)
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func serveSSH(c net.Conn, cfg *ssh.ServerConfig, onExec func(string, []byte) (string, uint32)) {
+	defer c.Close()
+	_, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			_ = nc.Reject(ssh.UnknownChannelType, "session only")
+			continue
+		}
+		ch, chReqs, err := nc.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			for req := range chReqs {
+				if req.Type != "exec" {
+					if req.WantReply {
+						_ = req.Reply(false, nil)
+					}
+					continue
+				}
+				var p struct{ Command string }
+				if err := ssh.Unmarshal(req.Payload, &p); err != nil {
+					_ = req.Reply(false, nil)
+					continue
+				}
+				_ = req.Reply(true, nil)
+				go func() {
+					in, _ := io.ReadAll(ch)
+					out, status := onExec(p.Command, in)
+					_, _ = ch.Write([]byte(out))
+					_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
+					ch.Close()
+				}()
+			}
+		}()
+	}
+}
