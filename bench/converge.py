@@ -26,14 +26,13 @@ def main() -> int:
     t0 = time.monotonic()
     site = site_up(args.hosts, log=lambda _m: None)
     t_up = time.monotonic() - t0
-    hosts = [InventoryHost(h.name, h.ip) for h in site.state.hosts]
+    hosts = [InventoryHost(h.name, h.ip, host_key=h.host_key) for h in site.state.hosts]
     extravars = {**lab_role_vars(site.state, site.model_dir), "vllm_fleet_profile": "cpu-lab"}
     key = Path(site.state.ssh_key).read_text()
 
     def converge() -> tuple[float, int]:
         start = time.monotonic()
-        result = run_playbook("site.yml", hosts, extravars, private_key=key,
-                              known_hosts_file=str(site.state.known_hosts), quiet=True)  # fmt: skip
+        result = run_playbook("site.yml", hosts, extravars, private_key=key, quiet=True)  # fmt: skip
         if not result.ok:
             raise SystemExit(f"converge failed: {result.stats}")
         return time.monotonic() - start, result.count("changed")

@@ -46,7 +46,7 @@ def site() -> Iterator[Any]:
 
 
 def hosts_of(site: Any) -> list[InventoryHost]:
-    return [InventoryHost(h.name, h.ip) for h in site.state.hosts]
+    return [InventoryHost(h.name, h.ip, host_key=h.host_key) for h in site.state.hosts]
 
 
 def converge(site: Any, playbook: str = "site.yml", **extra: Any) -> PlaybookResult:
@@ -56,7 +56,6 @@ def converge(site: Any, playbook: str = "site.yml", **extra: Any) -> PlaybookRes
         hosts_of(site),
         extravars,
         private_key=Path(site.state.ssh_key).read_text(),
-        known_hosts_file=str(site.state.known_hosts),
     )
 
 

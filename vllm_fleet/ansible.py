@@ -1,16 +1,49 @@
-"""The one place that runs Ansible: playbooks through ansible-runner, with a throw-away private data dir."""
+"""The one place that runs Ansible: playbooks through ansible-runner, in a private dir (vllm_fleet.private_dir).
+
+What reaches Ansible from a profile, a stack config or an inventory is DATA: the inventory and the extra vars
+are YAML files in which every string (keys and values, at any depth) is tagged ``!unsafe``, so Ansible never
+evaluates one as a template; ``TRUSTED_TEMPLATES`` are the only templates we hand it ourselves.
+
+One SSH host-key policy: each host's pinned key in a known_hosts file of the run's own, strict checking, no
+other known_hosts. The SSH private key lives in an ssh-agent; the API key in ansible-playbook's environment.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from vllm_fleet.paths import project_root
+from vllm_fleet.private_dir import PrivateDir
+from vllm_fleet.values import host_key as check_host_key
+from vllm_fleet.values import posix_user, ssh_address
+
+API_KEY_ENV = "VLLM_FLEET_API_KEY"
+"""ansible-playbook's environment variable holding the API key (never a file, never a command line)."""
+SECRET_ENV = ("VLLM_FLEET_SSH_KEY", API_KEY_ENV)
+"""Secrets the caller's environment may hold: ansible-playbook gets them blanked (the API key set anew)."""
+
+
+class _Trusted(str):
+    """Written without ``!unsafe``: a template of our own, or a value checked to hold no template syntax."""
+
+
+TRUSTED_TEMPLATES: dict[str, _Trusted] = {
+    # The node's API key, read from ansible-playbook's environment when a task uses it.
+    "vllm_service_api_key": _Trusted("{{ lookup('ansible.builtin.env', '" + API_KEY_ENV + "') }}"),
+}
+"""The only templates in the extra vars, all of them ours (the API key's only when there is one)."""
+
+RESERVED_VARS = ("vllm_fleet_python",)
+"""Extra vars run_playbook sets itself; with ``ansible_*`` (connection, interpreter, become…) refused from callers."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +54,8 @@ class InventoryHost:
     address: str
     user: str = "root"
     port: int = 22
+    host_key: str | None = None
+    """The host's pinned SSH public key, ``<type> <base64>``; required unless the playbook connects to no host."""
     hostvars: dict[str, Any] = field(default_factory=dict)
 
 
@@ -41,20 +76,104 @@ class PlaybookResult:
 
 
 def playbook_path(name: str) -> Path:
+    """``playbooks/<name>``; an absolute path is taken as it is."""
     return project_root() / "playbooks" / name
 
 
-def inventory(hosts: list[InventoryHost], group: str = "vllm_nodes") -> dict[str, Any]:
+class _DataDumper(yaml.SafeDumper):
+    """YAML in which every string is ``!unsafe`` (Ansible's "never template this"), except ``_Trusted`` ones."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_unsafe(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    return dumper.represent_scalar("!unsafe", data, style='"')
+
+
+def _represent_trusted(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style='"')
+
+
+_DataDumper.add_representer(str, _represent_unsafe)
+_DataDumper.add_representer(_Trusted, _represent_trusted)
+_DataDumper.add_representer(tuple, yaml.SafeDumper.represent_list)
+
+
+def data_yaml(data: Any) -> str:
+    """``data`` as YAML for Ansible: strings (keys and values, recursively) tagged ``!unsafe``, ``_Trusted`` not."""
+    return yaml.dump(data, Dumper=_DataDumper, sort_keys=False, allow_unicode=True, width=1_000_000)
+
+
+def known_hosts_line(host: InventoryHost) -> str:
+    """``<address> <key>``, or ``[<address>]:<port> <key>`` off port 22."""
+    assert host.host_key is not None
+    where = host.address if host.port == 22 else f"[{host.address}]:{host.port}"
+    return f"{where} {host.host_key}"
+
+
+def ssh_args(known_hosts_file: str | Path) -> str:
+    """The one host-key policy: the run's pinned keys only, strict checking, no user or global known_hosts."""
+    return (
+        f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={shlex.quote(str(known_hosts_file))} "
+        "-o GlobalKnownHostsFile=/dev/null"
+    )
+
+
+_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def check_hosts(hosts: Iterable[InventoryHost], connect: bool) -> None:
+    """Names, addresses, users and pinned keys are well-formed (so they hold no template syntax either); every
+    host has a key when the playbook connects. Messages name the host and the field, never a secret."""
+    missing: list[str] = []
+    for h in hosts:
+        if not _HOST_NAME.match(h.name):
+            raise ValueError(f"host {h.name!r}: not an inventory host name (letters, digits, '.', '_', '-')")
+        for what, value, check in (("address", h.address, ssh_address), ("user", h.user, posix_user)):
+            try:
+                check(value)
+            except ValueError as err:
+                raise ValueError(f"host {h.name}: {what}: {err}") from None
+        if not 1 <= h.port <= 65535:
+            raise ValueError(f"host {h.name}: port {h.port} is not a TCP port (1-65535)")
+        if h.host_key is None:
+            missing.append(h.name)
+            continue
+        try:
+            check_host_key(h.host_key)
+        except ValueError as err:
+            raise ValueError(f"host {h.name}: host_key: {err}") from None
+    if missing and connect:
+        raise ValueError(
+            f"no pinned SSH host key for {', '.join(missing)}: give each host its host_key "
+            "(`ssh-keyscan -t ed25519 <address>`, the last two fields); host keys are never learned on first use"
+        )
+
+
+def check_extravars(extravars: Mapping[str, Any]) -> None:
+    """Callers' extra vars (a fleet's role_vars among them) cannot set connection or interpreter variables."""
+    bad = sorted(k for k in extravars if str(k).startswith("ansible_") or k in RESERVED_VARS)
+    if bad:
+        raise ValueError(
+            f"extra variable(s) {', '.join(bad)} cannot be set here: connection, interpreter and controller "
+            "settings are vllm-fleet's own (one SSH host-key policy; nothing from a fleet spec runs on the controller)"
+        )
+
+
+def inventory(hosts: list[InventoryHost], group: str = "vllm_nodes") -> Any:
+    """The inventory as data, to dump with ``data_yaml``: names and connection fields as checked by
+    ``check_hosts`` (plain strings, so ``ansible-inventory --list`` shows them as they are), hostvars ``!unsafe``."""
     return {
-        "all": {
-            "children": {
-                group: {
-                    "hosts": {
-                        h.name: {
-                            "ansible_host": h.address,
-                            "ansible_user": h.user,
-                            "ansible_port": h.port,
+        _Trusted("all"): {
+            _Trusted("children"): {
+                _Trusted(group): {
+                    _Trusted("hosts"): {
+                        _Trusted(h.name): {
                             **h.hostvars,
+                            _Trusted("ansible_host"): _Trusted(h.address),
+                            _Trusted("ansible_user"): _Trusted(h.user),
+                            _Trusted("ansible_port"): h.port,
                         }
                         for h in hosts
                     }
@@ -64,58 +183,72 @@ def inventory(hosts: list[InventoryHost], group: str = "vllm_nodes") -> dict[str
     }
 
 
-def ssh_args(known_hosts_file: str | None) -> str:
-    """Host-key checking stays ON: against the lab's generated known_hosts, or the user's own."""
-    if known_hosts_file:
-        return f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={known_hosts_file}"
-    return "-o StrictHostKeyChecking=yes"
-
-
 def run_playbook(
     playbook: str,
     hosts: list[InventoryHost],
     extravars: dict[str, Any] | None = None,
     *,
     private_key: str | None = None,
-    known_hosts_file: str | None = None,
+    api_key: str | None = None,
+    connect: bool = True,
     limit: str | None = None,
     check: bool = False,
     quiet: bool = False,
     event_handler: Callable[[dict[str, Any]], bool] | None = None,
 ) -> PlaybookResult:
-    """Run ``playbooks/<playbook>`` against ``hosts``. The private key, if given, lives only in a 0700 temp dir."""
+    """Run ``playbooks/<playbook>`` against ``hosts``, in a private dir removed even if this process is killed.
+
+    ``private_key``: held by an ssh-agent of the run (None: the controller's own keys / agent). ``api_key``: in
+    ansible-playbook's environment, read through ``vllm_service_api_key``'s lookup. ``connect=False``: the
+    playbook contacts no host (validate.yml), so hosts may lack a pinned key. Raises ``ValueError`` for a host
+    without a pinned key (connect=True), a malformed address or key, or a reserved extra variable."""
     import ansible_runner
 
+    check_hosts(hosts, connect)
+    check_extravars(extravars or {})
     root = project_root()
-    with tempfile.TemporaryDirectory(prefix="vllm-fleet-ansible-") as tmp:
-        private = Path(tmp)
-        hostvars: dict[str, Any] = {"ansible_ssh_common_args": ssh_args(known_hosts_file)}
+    with PrivateDir() as private:
+        known_hosts = private.file("known_hosts", "".join(known_hosts_line(h) + "\n" for h in hosts if h.host_key))
+        inv = private.file("inventory.yml", data_yaml(inventory(hosts)))
+        ours: dict[str, Any] = {
+            # The controller-side tasks (profile rendering, the smoke hook) run with this very interpreter.
+            "vllm_fleet_python": sys.executable,
+            # An extra var outranks every other variable: no hostvar, group_vars file or play loosens it.
+            "ansible_ssh_common_args": ssh_args(known_hosts),
+        }
+        if api_key:
+            ours["vllm_service_api_key"] = TRUSTED_TEMPLATES["vllm_service_api_key"]
+        extra = private.file("extravars.yml", data_yaml({**(extravars or {}), **ours}))
+        (private.path / "tmp").mkdir(mode=0o700)
+        env = {
+            # ansible-playbook of this venv, not whatever else is first on PATH.
+            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+            "ANSIBLE_ROLES_PATH": str(root / "roles"),
+            "ANSIBLE_HOST_KEY_CHECKING": "True",
+            "ANSIBLE_NOCOLOR": "1",
+            # The controller's scratch files (a `copy: content=` is staged there) and ssh's control sockets.
+            "ANSIBLE_LOCAL_TEMP": str(private.path / "tmp"),
+            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(private.path / "cp"),
+            **{name: "" for name in SECRET_ENV},
+            **private.marker,
+        }
         if private_key is not None:
-            key = private / "ssh_key"
-            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(private_key if private_key.endswith("\n") else private_key + "\n")
-            hostvars["ansible_ssh_private_key_file"] = str(key)
-        inv = inventory([InventoryHost(h.name, h.address, h.user, h.port, {**hostvars, **h.hostvars}) for h in hosts])
-        cmdline = "--check --diff" if check else None
+            env.update(private.start_agent(private_key))
+        if api_key:
+            env[API_KEY_ENV] = api_key
+        cmdline = f"-e @{shlex.quote(str(extra))}" + (" --check --diff" if check else "")
         runner = ansible_runner.run(
-            private_data_dir=str(private),
+            private_data_dir=str(private.path),
             project_dir=str(root),
             playbook=str(playbook_path(playbook)),
-            inventory=inv,
-            # The controller-side tasks (profile rendering, the smoke hook) run with this very interpreter.
-            extravars={"vllm_fleet_python": sys.executable, **(extravars or {})},
+            inventory=str(inv),
             limit=limit,
             cmdline=cmdline,
             quiet=quiet,
-            envvars={
-                # ansible-playbook of this venv, not whatever else is first on PATH.
-                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
-                "ANSIBLE_ROLES_PATH": str(root / "roles"),
-                "ANSIBLE_HOST_KEY_CHECKING": "True",
-                "ANSIBLE_NOCOLOR": "1",
-            },
+            # Kept in memory: ansible-runner would otherwise write them to env/ (the environment with the key).
+            envvars=env,
+            suppress_env_files=True,
             event_handler=event_handler,
             settings={"suppress_ansible_output": quiet},
         )

@@ -113,12 +113,23 @@ def render_cmd(
 
 @app.command()
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Profile YAML files.")],
+    files: Annotated[
+        list[Path], typer.Argument(help="Profile files, stack configs (Pulumi.<stack>.yaml) or Ansible inventories.")
+    ],
     strict: Annotated[bool, typer.Option(help="Fail on warnings too.")] = False,
 ) -> None:
-    """Check profile files: schema, arithmetic and the pinned vLLM version. One line per problem."""
+    """Check profiles, stack configs and inventories without touching a host: schema, values, role variables,
+    arithmetic and the pinned vLLM version. One line per problem, `FILE: field: message`."""
+    from vllm_fleet.fleet_files import check_fleet_file
+
     failed = False
     for path in files:
+        fleet_file = check_fleet_file(path)
+        if fleet_file is not None:
+            for problem in fleet_file[1]:
+                out.print(f"{path}: {problem}", markup=False, highlight=False, soft_wrap=True)
+            failed |= bool(fleet_file[1])
+            continue
         errors, findings = check_file(path)
         for problem in errors:
             out.print(f"{path}: {problem}", markup=False, highlight=False, soft_wrap=True)

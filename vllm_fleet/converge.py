@@ -5,9 +5,13 @@
     python -m vllm_fleet.converge smoke        (the rollout gate after a converge)
 
 Input comes from the environment, so secrets never appear on a command line:
-  VLLM_FLEET_NODE     JSON: host, profile name, vLLM version, rendered vllm_config, role vars
+  VLLM_FLEET_NODE     JSON: host (with its pinned host_key), profile name, vLLM version, rendered vllm_config,
+                      role vars
   VLLM_FLEET_SSH_KEY  the controller's SSH private key (a Pulumi secret)
   VLLM_FLEET_API_KEY  the node's API key (optional, a Pulumi secret)
+
+Both secrets are taken out of this process's environment at once: the SSH key goes to the run's ssh-agent, the
+API key to ansible-playbook's environment only (vllm_fleet.ansible.run_playbook); neither is written to a file.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ PLAYBOOKS = {"apply": "site.yml", "remove": "remove.yml"}
 ACTIONS = (*PLAYBOOKS, "smoke")
 
 
-def extravars(node: dict[str, Any], api_key: str | None) -> dict[str, Any]:
+def extravars(node: dict[str, Any]) -> dict[str, Any]:
     """Role variables for one node: hardware facts, the rendered profile, then the fleet's role_vars."""
     hw = load_hardware(node["host"]["hardware"])
     out: dict[str, Any] = {
@@ -32,7 +36,6 @@ def extravars(node: dict[str, Any], api_key: str | None) -> dict[str, Any]:
         # No GPU, no NVIDIA stack (a lab overrides these through role_vars to exercise the roles on stand-ins).
         "vllm_fleet_nvidia_driver": hw.architecture != "cpu",
         "vllm_fleet_cuda_toolkit": hw.architecture != "cpu",
-        "nvidia_driver_gpu_architecture": hw.architecture,
         "nvidia_driver_nvswitch": hw.nvswitch,
         "vllm_profile_name": node["profile"],
         "vllm_version": node["vllm_version"],
@@ -41,21 +44,28 @@ def extravars(node: dict[str, Any], api_key: str | None) -> dict[str, Any]:
         # The effective profile (overrides applied), for the role's smoke-test hook.
         "vllm_fleet_profile_data": node.get("profile_data"),
     }
+    if hw.architecture != "cpu":  # the driver role's choices are GPU architectures
+        out["nvidia_driver_gpu_architecture"] = hw.architecture
     out.update(node.get("role_vars") or {})
-    if api_key:
-        out["vllm_service_api_key"] = api_key
     return out
 
 
 def converge(action: str, node: dict[str, Any], ssh_key: str | None, api_key: str | None) -> PlaybookResult:
     host = node["host"]
-    target = InventoryHost(host["name"], host["address"], host.get("ssh_user", "root"), host.get("ssh_port", 22))
+    target = InventoryHost(
+        host["name"],
+        host["address"],
+        host.get("ssh_user", "root"),
+        host.get("ssh_port", 22),
+        host_key=host.get("host_key"),
+    )
     return run_playbook(
         PLAYBOOKS[action],
         [target],
-        extravars(node, api_key),
+        extravars(node),
         private_key=ssh_key,
-        known_hosts_file=node.get("known_hosts_file"),
+        # Only the converge writes the key to the node (and smoke-tests with it); removing needs none.
+        api_key=api_key if action == "apply" else None,
     )
 
 
@@ -79,10 +89,17 @@ def main(argv: list[str]) -> int:
         print("usage: python -m vllm_fleet.converge apply|remove|smoke", file=sys.stderr)
         return 2
     node = json.loads(os.environ["VLLM_FLEET_NODE"])
+    # Out of the environment: no child (ansible-playbook, ssh, the smoke command) inherits them from here.
+    ssh_key = os.environ.pop("VLLM_FLEET_SSH_KEY", None) or None
+    api_key = os.environ.pop("VLLM_FLEET_API_KEY", None) or None
     if argv[0] == "smoke":
-        return smoke_gate(node, os.environ.get("VLLM_FLEET_API_KEY"))
-    result = converge(argv[0], node, os.environ.get("VLLM_FLEET_SSH_KEY"), os.environ.get("VLLM_FLEET_API_KEY"))
+        return smoke_gate(node, api_key)
     name = node["host"]["name"]
+    try:
+        result = converge(argv[0], node, ssh_key, api_key)
+    except ValueError as err:  # a host without a pinned key, a key ssh-agent refuses: never the secrets' text
+        print(f"{argv[0]} {name}: {err}", file=sys.stderr)
+        return 1
     print(
         f"{argv[0]} {name}: {result.status} (ok={result.count('ok', name)} changed={result.count('changed', name)} "
         f"failed={result.count('failures', name)} unreachable={result.count('dark', name)})"

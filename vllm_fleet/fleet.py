@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -194,7 +194,26 @@ def parse_fleet(data: Any) -> FleetSpec:
             leaf = p.field.rsplit(".", 1)[-1]
             message = _MISSING_HINTS.get(leaf, p.message) if p.message.startswith("required field") else p.message
             problems.append(Problem(_host_field(p.field, data), message))
-        raise FleetError(problems) from None
+        raise FleetError(problems + _problems_beyond_the_schema(data)) from None
+
+
+def _problems_beyond_the_schema(data: Any) -> list[Problem]:
+    """With a schema error somewhere, the rest is still judged, so that one run names every problem: each host
+    that is valid on its own (its profile and overrides), and the role_vars."""
+    if not isinstance(data, dict):
+        return []
+    problems: list[Problem] = []
+    hosts = data.get("hosts")
+    for i, raw in enumerate(hosts if isinstance(hosts, list) else []):
+        try:
+            host = HostSpec.model_validate(raw)
+        except ValidationError:
+            continue
+        problems += resolve_host(i, host)[1]
+    role_vars = data.get("role_vars")
+    if isinstance(role_vars, dict):
+        problems += role_vars_problems(role_vars, [])
+    return problems
 
 
 def resolve_fleet(spec: FleetSpec) -> list[NodePlan]:
@@ -234,11 +253,52 @@ def node_spec(node: NodePlan) -> NodeSpec:
     )
 
 
+def _templates(value: Any, field: str) -> list[Problem]:
+    if isinstance(value, str):
+        if "{{" in value or "{%" in value:
+            return [
+                Problem(
+                    field,
+                    "is a Jinja template: stack config is data, passed to Ansible as it is and never evaluated; "
+                    "write the value itself",
+                )
+            ]
+        return []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _templates(v, f"{field}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _templates(v, f"{field}[{i}]")]
+    return []
+
+
+def role_vars_problems(role_vars: dict[str, Any], nodes: list[NodeSpec]) -> list[Problem]:
+    """The fleet's role_vars against the roles' own argument specs, the unit's value syntax, and what preflight
+    will require of each host once vllm-fleet's own variables (hardware, profile) are added."""
+    from vllm_fleet.converge import extravars
+    from vllm_fleet.role_vars import required_problems, role_var_problems
+    from vllm_fleet.systemd_values import role_input_problems
+
+    problems = _templates(role_vars, "role_vars") + role_var_problems(role_vars)
+    for line in role_input_problems(role_vars):
+        field, _, message = line.partition(": ")
+        problems.append(Problem(f"role_vars.{field}", message))
+    if problems:
+        return problems
+    for i, node in enumerate(nodes):
+        effective = extravars({**asdict(node), "role_vars": role_vars})
+        problems += [
+            Problem(f"hosts[{i}]({node.name}).role_vars.{p.field}", p.message)
+            for p in required_problems(effective, prefix="")
+        ]
+    return problems
+
+
 def plan_fleet(data: Any) -> FleetPlan:
     """Stack config's fleet → the plain-data plan the Pulumi program registers, or FleetError."""
     spec = parse_fleet(data)
-    nodes = resolve_fleet(spec)
+    nodes = [node_spec(n) for n in resolve_fleet(spec)]
+    problems = role_vars_problems(spec.role_vars, nodes)
+    if problems:
+        raise FleetError(problems)
     # A JSON round trip: the plan is exactly what a memoised copy would give back.
-    return FleetPlan.from_json(
-        FleetPlan([node_spec(n) for n in nodes], spec.rollout.batch_size, spec.role_vars).to_json()
-    )
+    return FleetPlan.from_json(FleetPlan(nodes, spec.rollout.batch_size, spec.role_vars).to_json())

@@ -88,7 +88,7 @@ class DecodeProfile(_Strict):
     """Profile id (lower case, digits, ``.-_``)."""
     description: PlainText = Field(default="", max_length=500)
     """What the profile is for."""
-    hardware: str
+    hardware: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     """Hardware catalog key the profile is tuned for (``rtx4090``, ``l40``, ``h100-sxm``…)."""
     gpus: int = Field(default=1, ge=1, le=16)
     """GPUs on the node used by this server."""

@@ -136,10 +136,36 @@ def host_key(value: str) -> str:
         raw = base64.b64decode(blob, validate=True)
     except (binascii.Error, ValueError):
         raise ValueError("the key part is not base64: copy it again, whole") from None
-    length = int.from_bytes(raw[:4], "big") if len(raw) >= 4 else -1
-    if raw[4 : 4 + length].decode("ascii", "replace") != kind:
+    fields = _wire_strings(raw)
+    if not fields or fields[0] != kind.encode() or len(fields) != _KEY_FIELDS[kind]:
         raise ValueError(f"the key part is not an {kind} key (truncated or from another key type): copy it again")
+    if kind == "ssh-ed25519" and len(fields[1]) != 32:
+        raise ValueError("the key part is not a whole ssh-ed25519 key (truncated?): copy it again")
     return value
+
+
+_KEY_FIELDS = {
+    "ssh-ed25519": 2,
+    "ecdsa-sha2-nistp256": 3,
+    "ecdsa-sha2-nistp384": 3,
+    "ecdsa-sha2-nistp521": 3,
+    "ssh-rsa": 3,
+    "sk-ssh-ed25519@openssh.com": 3,
+}
+
+
+def _wire_strings(raw: bytes) -> list[bytes] | None:
+    """The length-prefixed strings of an SSH public key blob (RFC 4253 §6.6), or None if it is not one."""
+    out, i = [], 0
+    while i < len(raw):
+        if i + 4 > len(raw):
+            return None
+        n = int.from_bytes(raw[i : i + 4], "big")
+        if i + 4 + n > len(raw):
+            return None
+        out.append(raw[i + 4 : i + 4 + n])
+        i += 4 + n
+    return out
 
 
 def engine_arg_name(value: str) -> str:

@@ -1,19 +1,27 @@
-"""`pulumi up` with the real engine on the lab stack: converge + smoke gate per host, no-op re-run, a profile
-change that touches one host, a failing batch that stops the rollout, no secret in state or logs, destroy."""
+"""Plain `pulumi up` — the CLI a user types, not the wrapper — with the real engine, on a stack written exactly as
+docs/pulumi.md shows (the fleet in `Pulumi.<stack>.yaml`, a pinned `host_key` per host, the secrets set with
+`pulumi config set --secret`), against the lab: converge + smoke gate per host, no-op re-run, a profile change
+that touches one host, a failing batch that stops the rollout, no secret in state or logs, destroy."""
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from vllm_fleet.ansible import PlaybookResult
 from vllm_fleet.lab.stack import lab_fleet
 
 pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
 UNIT = "vllm-main.service"
 
 
@@ -33,38 +41,68 @@ def engine() -> Any:
     return ensure_engine()
 
 
+class Cli:
+    """The `pulumi` CLI on one stack, as a user runs it (the engine's PATH, PULUMI_HOME, backend, passphrase)."""
+
+    def __init__(self, engine: Any, stack: str) -> None:
+        self.engine, self.stack = engine, stack
+        self.file = ROOT / f"Pulumi.{stack}.yaml"
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **self.engine.env()}
+        proc = subprocess.run(
+            ["pulumi", *args, "--stack", self.stack, "--non-interactive"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
+        )  # fmt: skip
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"pulumi {' '.join(args[:2])} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+            )
+        return proc
+
+    def write_fleet(self, fleet: dict[str, Any]) -> None:
+        """The fleet as YAML in the stack file, beside what `pulumi stack init` and `config set` wrote."""
+        data = yaml.safe_load(self.file.read_text()) or {}
+        data.setdefault("config", {})["vllm-fleet:fleet"] = fleet
+        self.file.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def up(self, log: list[str], check: bool = True) -> dict[str, int]:
+        proc = self.run("up", "--yes", "--skip-preview", "--color", "never", check=check)
+        log += [proc.stdout, proc.stderr]
+        if proc.returncode != 0:
+            return {"failed": 1}
+        history = json.loads(self.run("stack", "history", "--json", "--show-secrets=false").stdout)
+        return dict(history[0].get("resourceChanges") or {})
+
+
 @pytest.fixture(scope="module")
-def lab_stack(engine: Any, site: Any, first_converge: PlaybookResult) -> Any:
-    from vllm_fleet.deploy import stack
-
-    st = stack(engine, f"e2e-{secrets.token_hex(3)}")
-    yield st
-    st.workspace.remove_stack(st.name, force=True)
-
-
-def changes(result: Any) -> dict[str, int]:
-    return dict(result.summary.resource_changes or {})
+def lab_stack(engine: Any, site: Any, first_converge: PlaybookResult) -> Iterator[Cli]:
+    cli = Cli(engine, f"e2e-{secrets.token_hex(3)}")
+    cli.run("stack", "init", "--secrets-provider", "passphrase")
+    try:
+        yield cli
+    finally:
+        cli.run("stack", "rm", "--force", "--yes", check=False)
+        cli.file.unlink(missing_ok=True)
 
 
-def configure(st: Any, site: Any, fleet: dict[str, Any], api_key: str) -> None:
-    from vllm_fleet.deploy import configure as set_config
-
-    set_config(
-        st, fleet, Path(site.state.ssh_key).read_text(), api_key, {"knownHostsFile": str(site.state.known_hosts)}
-    )
-
-
-def test_pulumi_lifecycle(lab_stack: Any, site: Any, engine: Any) -> None:
-    st = lab_stack
+def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
+    cli = lab_stack
     api_key = "sk-lab-" + secrets.token_hex(16)
     fleet = lab_fleet(site.state, site.model_dir)
-    configure(st, site, fleet, api_key)
+    assert all(h["host_key"].startswith("ssh-ed25519 ") for h in fleet["hosts"])  # pinned, as the docs show
+    # The secrets exactly as docs/pulumi.md says: `pulumi config set --secret <name> -- <value>`.
+    cli.run("config", "set", "--secret", "sshPrivateKey", "--", Path(site.state.ssh_key).read_text())
+    cli.run("config", "set", "--secret", "apiKey", "--", api_key)
+    cli.write_fleet(fleet)
+    stack_file = cli.file.read_text()
+    assert "knownHostsFile" not in stack_file and api_key not in stack_file  # nothing the docs do not show
     log: list[str] = []
 
     # 1. First `pulumi up`: every host converged and smoke-gated, ending serving (now behind the API key).
-    first = st.up(on_output=log.append, color="never")
-    assert first.summary.result == "succeeded"
-    nodes = first.outputs["nodes"].value
+    first = cli.up(log)
+    assert first.get("create", 0) > 0, first
+    nodes = json.loads(cli.run("stack", "output", "nodes", "--json").stdout)
     assert [n["host"] for n in nodes] == [h.name for h in site.state.hosts]
     for n in nodes:
         assert httpx.get(f"{n['endpoint']}/v1/models", timeout=10).status_code == 401  # key required
@@ -72,15 +110,15 @@ def test_pulumi_lifecycle(lab_stack: Any, site: Any, engine: Any) -> None:
         assert ok.status_code == 200
 
     # 2. No-op: nothing changes, no Ansible runs.
-    again = st.up(on_output=log.append, color="never")
-    assert set(changes(again)) == {"same"}, changes(again)
+    again = cli.up(log)
+    assert set(again) == {"same"}, again
 
     # 3. A profile change on one host re-converges only that host.
     second = site.state.hosts[1]
     fleet["hosts"][1]["overrides"] = {"max_num_seqs": 6}
-    configure(st, site, fleet, api_key)
-    one = st.up(on_output=log.append, color="never")
-    assert changes(one).get("update") == 2, changes(one)  # that host's converge and smoke gate
+    cli.write_fleet(fleet)
+    one = cli.up(log)
+    assert one.get("update") == 2, one  # that host's converge and smoke gate
     assert "max-num-seqs: 6" in ssh(site, second.ip, "cat /etc/vllm/main.yaml")
     first_host = site.state.hosts[0]
     assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")
@@ -89,11 +127,8 @@ def test_pulumi_lifecycle(lab_stack: Any, site: Any, engine: Any) -> None:
     before_pid = ssh(site, first_host.ip, f"systemctl show -p MainPID --value {UNIT}").strip()
     fleet["hosts"][0]["overrides"] = {"max_model_len": 4096}  # vLLM's parser accepts it, the model has 2048
     fleet["hosts"][1]["overrides"] = {"max_num_seqs": 5}
-    configure(st, site, fleet, api_key)
-    from pulumi import automation as auto
-
-    with pytest.raises(auto.CommandError):
-        st.up(on_output=log.append, color="never")
+    cli.write_fleet(fleet)
+    assert cli.up(log, check=False) == {"failed": 1}
     assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")  # last-known-good restored
     assert "max-num-seqs: 6" in ssh(site, second.ip, "cat /etc/vllm/main.yaml")  # later batch not rolled
     ok = httpx.get(f"{nodes[0]['endpoint']}/health", timeout=10)
@@ -102,11 +137,14 @@ def test_pulumi_lifecycle(lab_stack: Any, site: Any, engine: Any) -> None:
     assert before_pid  # it was serving before
 
     # 5. No secret in plain text: the state files the backend keeps (current, history, backups) and everything
-    #    the engine printed or logged. (`stack export` would not do: the Automation API passes --show-secrets.)
-    state_text = "".join(
-        p.read_text(errors="ignore")
-        for p in Path(engine.backend, ".pulumi").rglob("*")
-        if p.is_file() and st.name in str(p)
+    #    the engine printed or logged, and the stack file in the project.
+    state_text = (
+        "".join(
+            p.read_text(errors="ignore")
+            for p in Path(engine.backend, ".pulumi").rglob("*")
+            if p.is_file() and cli.stack in str(p)
+        )
+        + cli.file.read_text()
     )
     assert '"ciphertext"' in state_text  # the secrets are there, encrypted
     key_text = Path(site.state.ssh_key).read_text().strip()
@@ -120,8 +158,8 @@ def test_pulumi_lifecycle(lab_stack: Any, site: Any, engine: Any) -> None:
 
     # 6. Destroy: services stopped and disabled, nothing of the node's config left; disks untouched.
     fleet["hosts"][0]["overrides"] = {}
-    configure(st, site, fleet, api_key)
-    st.destroy(on_output=log.append, color="never")
+    cli.write_fleet(fleet)
+    cli.run("destroy", "--yes", "--skip-preview", "--color", "never")
     for h in site.state.hosts:
         assert ssh(site, h.ip, f"systemctl is-active {UNIT} || true").strip() in ("inactive", "unknown")
         assert ssh(site, h.ip, "test -e /etc/vllm/main.yaml && echo present || echo gone").strip() == "gone"

@@ -109,3 +109,31 @@ def test_metrics_check_cli(data_dir: Path, tmp_path: Path, builtin_data: Callabl
     assert bad.exit_code == 0  # one scrape: no delta checks, the rest pass
     missing = runner.invoke(app, ["metrics", "check", str(tmp_path / "none.txt"), "--profile", str(prof)])
     assert missing.exit_code == 2
+
+
+def _without(text: str, needle: str) -> str:
+    return "\n".join(line for line in text.splitlines() if needle not in line) + "\n"
+
+
+def test_unexposed_cache_labels_are_not_verifiable_not_a_pass(
+    scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]
+) -> None:
+    """A label the node does not expose proves nothing: it is reported as not verifiable (skip), never passed."""
+    prof = profile(builtin_data, block_size=128)
+    after = scrapes[1].replace(',block_size="128"', "")
+    assert ',block_size="128"' in scrapes[1] and ",block_size=" not in after  # the label really is gone
+    checks = by_name(check_metrics(prof, parse_scrape(after), parse_scrape(scrapes[0])))
+    assert checks["cache_config_unverifiable"].status == "skip"
+    assert "block_size" in checks["cache_config_unverifiable"].detail
+    assert checks["cache_config"].status == "pass" and "block_size" not in checks["cache_config"].detail
+
+
+def test_missing_preemption_counter_fails(
+    scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]
+) -> None:
+    prof = profile(builtin_data)
+    before, after = (_without(s, "vllm:num_preemptions") for s in scrapes)
+    assert "vllm:num_preemptions_total" not in after and "vllm:num_preemptions_total" in scrapes[1]
+    checks = by_name(check_metrics(prof, parse_scrape(after), parse_scrape(before)))
+    assert checks["preemptions"].status == "fail"
+    assert "not exposed" in checks["preemptions"].detail

@@ -35,8 +35,10 @@ def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, log: Log = print
         lab_fleet(site.state, site.model_dir),
         Path(site.state.ssh_key).read_text(),
         lab_api_key(),
-        {"knownHostsFile": str(site.state.known_hosts)},
     )
+    # vllm-fleet 0.1's lab stacks carried a knownHostsFile; the pinned host_key per host is the one policy now.
+    if "vllm-fleet:knownHostsFile" in st.get_all_config():
+        st.remove_config("vllm-fleet:knownHostsFile")
     outputs = up(st, on_output=lambda line: log(line.rstrip("\n")))
     nodes: list[dict[str, Any]] = outputs.get("nodes", [])
     return nodes

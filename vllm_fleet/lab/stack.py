@@ -55,7 +55,7 @@ def lab_fleet(state: LabState, model_dir: Path, profile: str = LAB_PROFILE) -> d
                 "name": h.name,
                 "address": h.ip,
                 "ssh_user": "root",
-                "host_key": " ".join(h.host_key_pub.read_text().split()[:2]),
+                "host_key": h.host_key,
                 "hardware": LAB_HARDWARE,
                 "profile": profile,
             }

@@ -44,6 +44,11 @@ class HostState(BaseModel):
         return self.dir / "ssh_host_ed25519_key.pub"
 
     @property
+    def host_key(self) -> str:
+        """The host's public key as a fleet spec pins it: ``ssh-ed25519 <base64>`` (no comment)."""
+        return " ".join(self.host_key_pub.read_text().split()[:2])
+
+    @property
     def log(self) -> Path:
         return self.dir / "console.log"
 

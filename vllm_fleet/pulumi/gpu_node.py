@@ -43,8 +43,6 @@ class GpuNodeArgs:
     """The node's API key (a Pulumi secret), written to a root-only file by the role."""
     role_vars: dict[str, Any] = field(default_factory=dict)
     """Extra Ansible variables (mirror URLs, package pins)."""
-    known_hosts_file: str | None = None
-    """known_hosts for Ansible's SSH (the lab writes one); else the host key from the fleet spec is used."""
     smoke: bool = False
     """Gate the node on `vllm-fleet smoke` after converging (the next batch waits for it)."""
 
@@ -67,8 +65,8 @@ class GpuNode(pulumi.ComponentResource):
                 "port": node.ssh_port,
                 "user": node.ssh_user,
                 "private_key": args.ssh_private_key,
+                # The one host-key policy: the key pinned in the fleet spec, strict, no fallback.
                 "host_key": node.host_key,
-                "known_hosts_file": args.known_hosts_file,
             },
             create=PREFLIGHT,
             triggers=[node.address, node.ssh_port],
@@ -83,7 +81,6 @@ class GpuNode(pulumi.ComponentResource):
             "vllm_config": node.vllm_config,
             "config_hash": node.config_hash,
             "role_vars": args.role_vars,
-            "known_hosts_file": args.known_hosts_file,
         }
         env: dict[str, pulumi.Input[str]] = {
             "VLLM_FLEET_NODE": json.dumps(spec, sort_keys=True),

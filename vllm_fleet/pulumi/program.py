@@ -41,7 +41,6 @@ def run() -> None:
     ssh_key = cfg.get_secret("sshPrivateKey")
     api_key = cfg.get_secret("apiKey")
     digest = converge_digest()
-    known_hosts = cfg.get("knownHostsFile")
     smoke = cfg.get_bool("smoke")
 
     previous: list[pulumi.Resource] = []
@@ -57,7 +56,6 @@ def run() -> None:
                     api_key=api_key,
                     converge_digest=digest,
                     role_vars=fleet.role_vars,
-                    known_hosts_file=known_hosts,
                     smoke=True if smoke is None else smoke,
                 ),
                 opts=pulumi.ResourceOptions(depends_on=previous),

