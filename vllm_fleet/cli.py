@@ -6,7 +6,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -214,6 +214,84 @@ def up_cmd(
         table.add_row(n["host"], n["endpoint"], n["hardware"], n["profile"], n["vllm_version"], n["config_hash"])
     # Endpoints in full even when stdout is not a terminal (rich then assumes 80 columns and crops cells).
     Console(width=max(out.width, 120)).print(table)
+
+
+def _lab_audit_source() -> tuple[Any, str | None, str | None]:
+    """The main job's lab fleet: its stack config, the lab's SSH key and the lab API key."""
+    from vllm_fleet.lab import config as lab_config
+    from vllm_fleet.lab.fleet import lab_api_key
+    from vllm_fleet.lab.local_vllm import tiny_model_dir
+    from vllm_fleet.lab.stack import lab_fleet
+    from vllm_fleet.lab.state import load_state
+
+    state = load_state(lab_config.state_dir())
+    if state is None or not state.hosts:
+        raise _fail(ValueError("no lab is up: run ./scripts/up (or name a stack file)"), 2)
+    return lab_fleet(state, tiny_model_dir()), Path(state.ssh_key).read_text(), lab_api_key()
+
+
+@app.command("audit")
+def audit_cmd(
+    source: Annotated[
+        Path | None, typer.Argument(help="A stack config (Pulumi.<stack>.yaml); default: the lab fleet.")
+    ] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Where the reports and the evidence bundle go.")] = Path(
+        "out/audit"
+    ),
+    evidence: Annotated[
+        Path | None, typer.Option(help="Judge a saved evidence bundle offline instead of collecting.")
+    ] = None,
+    ssh_key: Annotated[Path | None, typer.Option(help="SSH private key (default: the controller's agent).")] = None,
+    api_key_file: Annotated[Path | None, typer.Option(help="File holding the nodes' API key.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table or json on stdout.")] = "table",
+    all_checks: Annotated[bool, typer.Option("--all", help="Show passed checks in the table too.")] = False,
+) -> None:
+    """Audit what every node really runs (process argv, config on disk, live /metrics and /version, packages,
+    unit hardening) against its profile, read-only. Reports: audit.json, audit.junit.xml and the evidence bundle
+    (every collected file + sha256 manifest) under --out.
+
+    Exit codes: 0 compliant, 1 drift found, 2 some host could not be audited (the others are still reported)."""
+    from vllm_fleet.audit import audit, judge_bundle, write_reports
+    from vllm_fleet.audit.desired import targets
+    from vllm_fleet.audit.report import print_table, to_json
+    from vllm_fleet.fleet import plan_fleet
+    from vllm_fleet.fleet_plan import FleetError
+    from vllm_fleet.user_yaml import InputFileError, read_user_yaml
+
+    fleet: Any
+    private_key: str | None
+    api_key: str | None
+    if evidence is not None:
+        findings = judge_bundle(evidence)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_reports(findings, out_dir)
+    else:
+        if source is None:
+            fleet, private_key, api_key = _lab_audit_source()
+        else:
+            try:
+                data = read_user_yaml(source)
+                fleet = (data.get("config") or {}).get("vllm-fleet:fleet") if isinstance(data, dict) else None
+            except InputFileError as e:
+                raise _fail(ValueError(str(e)), 2) from None
+            if fleet is None:
+                raise _fail(ValueError(f"{source}: no vllm-fleet:fleet in its config"), 2)
+            private_key = ssh_key.read_text() if ssh_key else None
+            api_key = api_key_file.read_text().strip() if api_key_file else None
+        try:
+            plan = plan_fleet(fleet)
+        except FleetError as e:
+            raise _fail(ValueError(str(e)), 2) from None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        findings = audit(targets(plan), out_dir, private_key=private_key, api_key=api_key).findings
+    from vllm_fleet.audit.report import exit_code
+
+    if fmt == "json":
+        sys.stdout.write(to_json(findings))
+    else:
+        print_table(Console(width=max(out.width, 160)), findings, all_checks)
+        out.print(f"reports: {out_dir}/audit.json, {out_dir}/audit.junit.xml, evidence: {out_dir}/evidence")
+    raise typer.Exit(exit_code(findings))
 
 
 @app.command("bench")

