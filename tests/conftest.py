@@ -42,7 +42,16 @@ def write_profile(tmp_path: Path) -> Callable[[str, Any], Path]:
 
 # Cheap, independent tests first; then the ones with real vLLM; then the lab (one lab per machine: the hosts
 # test brings its own up and down); then the converged lab, which the Pulumi end-to-end test reuses.
-_ORDER = ("tests/unit/", "tests/roles/", "tests/mirror/", "tests/vllm/", "tests/lab/", "tests/converge/", "tests/e2e/")
+_ORDER = (
+    "tests/unit/",
+    "tests/roles/",
+    "tests/mirror/",
+    "tests/vllm/",
+    "tests/lab/",
+    "tests/converge/",
+    "tests/audit/",
+    "tests/e2e/",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

