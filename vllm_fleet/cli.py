@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from vllm_fleet import report
+from vllm_fleet.paths import project_root
 from vllm_fleet.planner import DEFAULT_CONTEXT_TOKENS, plan
 from vllm_fleet.profile_loader import ProfileError, builtin_profiles, load_profile
 from vllm_fleet.validate import check_file
@@ -214,6 +215,20 @@ def up_cmd(
         table.add_row(n["host"], n["endpoint"], n["hardware"], n["profile"], n["vllm_version"], n["config_hash"])
     # Endpoints in full even when stdout is not a terminal (rich then assumes 80 columns and crops cells).
     Console(width=max(out.width, 120)).print(table)
+    if stack_name == "lab":
+        # The job ends with what the nodes really run: the audit of the lab fleet, reports under out/audit.
+        from vllm_fleet.audit import audit
+        from vllm_fleet.audit.desired import targets
+        from vllm_fleet.audit.report import print_table
+        from vllm_fleet.fleet import plan_fleet
+
+        fleet, key, api_key = _lab_audit_source()
+        reports = project_root() / "out" / "audit"
+        reports.mkdir(parents=True, exist_ok=True)
+        result = audit(targets(plan_fleet(fleet)), reports, private_key=key, api_key=api_key)
+        print_table(Console(width=max(out.width, 160)), result.findings)
+        out.print(f"audit reports: {reports}/ (audit.html, audit.json, audit.junit.xml, …; evidence/)", markup=False)
+        raise typer.Exit(result.exit_code)
 
 
 def _lab_audit_source() -> tuple[Any, str | None, str | None]:
@@ -230,16 +245,37 @@ def _lab_audit_source() -> tuple[Any, str | None, str | None]:
     return lab_fleet(state, tiny_model_dir()), Path(state.ssh_key).read_text(), lab_api_key()
 
 
+def _audit_targets(sources: list[Path] | None, hosts: str) -> list[Any]:
+    """The hosts to audit: the lab fleet, a stack config's fleet, or an inventory's node group."""
+    from vllm_fleet.audit.desired import inventory_targets, targets
+    from vllm_fleet.fleet import plan_fleet
+    from vllm_fleet.fleet_files import file_kind
+    from vllm_fleet.user_yaml import read_user_yaml
+
+    if not sources:
+        return targets(plan_fleet(_lab_audit_source()[0]))
+    first = sources[0]
+    data = None if first.is_dir() or first.suffix not in {".yaml", ".yml", ".json"} else read_user_yaml(first)
+    if isinstance(data, dict) and file_kind(first, data) == "stack":
+        return targets(plan_fleet((data.get("config") or {}).get("vllm-fleet:fleet")))
+    return inventory_targets([str(s) for s in sources], hosts)
+
+
 @app.command("audit")
 def audit_cmd(
-    source: Annotated[
-        Path | None, typer.Argument(help="A stack config (Pulumi.<stack>.yaml); default: the lab fleet.")
+    sources: Annotated[
+        list[Path] | None,
+        typer.Argument(help="A stack config (Pulumi.<stack>.yaml) or Ansible inventories; default: the lab fleet."),
     ] = None,
+    hosts: Annotated[str, typer.Option("--hosts", help="Inventory only: the group or host to audit.")] = "vllm_nodes",
     out_dir: Annotated[Path, typer.Option("--out", help="Where the reports and the evidence bundle go.")] = Path(
         "out/audit"
     ),
     evidence: Annotated[
         Path | None, typer.Option(help="Judge a saved evidence bundle offline instead of collecting.")
+    ] = None,
+    waivers: Annotated[
+        Path | None, typer.Option(help="Waivers (check, hosts, reason, expires), copied into the evidence.")
     ] = None,
     ssh_key: Annotated[Path | None, typer.Option(help="SSH private key (default: the controller's agent).")] = None,
     api_key_file: Annotated[Path | None, typer.Option(help="File holding the nodes' API key.")] = None,
@@ -247,50 +283,36 @@ def audit_cmd(
     all_checks: Annotated[bool, typer.Option("--all", help="Show passed checks in the table too.")] = False,
 ) -> None:
     """Audit what every node really runs (process argv, config on disk, live /metrics and /version, packages,
-    unit hardening) against its profile, read-only. Reports: audit.json, audit.junit.xml and the evidence bundle
-    (every collected file + sha256 manifest) under --out.
+    unit hardening) against its profile, read-only. Reports under --out: audit.json, audit.junit.xml, audit.hdf.json,
+    audit.oscal.json, audit.html and the evidence bundle (every collected file + sha256 manifest).
 
     Exit codes: 0 compliant, 1 drift found, 2 some host could not be audited (the others are still reported)."""
     from vllm_fleet.audit import audit, judge_bundle, write_reports
-    from vllm_fleet.audit.desired import targets
-    from vllm_fleet.audit.report import print_table, to_json
-    from vllm_fleet.fleet import plan_fleet
+    from vllm_fleet.audit.evidence import BundleError
+    from vllm_fleet.audit.report import exit_code, print_table, to_json
+    from vllm_fleet.audit.waivers import WaiverError
     from vllm_fleet.fleet_plan import FleetError
-    from vllm_fleet.user_yaml import InputFileError, read_user_yaml
+    from vllm_fleet.user_yaml import InputFileError
 
-    fleet: Any
-    private_key: str | None
-    api_key: str | None
-    if evidence is not None:
-        findings = judge_bundle(evidence)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_reports(findings, out_dir)
-    else:
-        if source is None:
-            fleet, private_key, api_key = _lab_audit_source()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        if evidence is not None:
+            findings = judge_bundle(evidence)
+            write_reports(findings, out_dir, evidence)
         else:
-            try:
-                data = read_user_yaml(source)
-                fleet = (data.get("config") or {}).get("vllm-fleet:fleet") if isinstance(data, dict) else None
-            except InputFileError as e:
-                raise _fail(ValueError(str(e)), 2) from None
-            if fleet is None:
-                raise _fail(ValueError(f"{source}: no vllm-fleet:fleet in its config"), 2)
             private_key = ssh_key.read_text() if ssh_key else None
             api_key = api_key_file.read_text().strip() if api_key_file else None
-        try:
-            plan = plan_fleet(fleet)
-        except FleetError as e:
-            raise _fail(ValueError(str(e)), 2) from None
-        out_dir.mkdir(parents=True, exist_ok=True)
-        findings = audit(targets(plan), out_dir, private_key=private_key, api_key=api_key).findings
-    from vllm_fleet.audit.report import exit_code
-
+            if not sources:
+                _, private_key, api_key = _lab_audit_source()
+            todo = _audit_targets(sources, hosts)
+            findings = audit(todo, out_dir, private_key=private_key, api_key=api_key, waivers=waivers).findings
+    except (FleetError, InputFileError, WaiverError, BundleError) as e:
+        raise _fail(ValueError(str(e)), 2) from None
     if fmt == "json":
         sys.stdout.write(to_json(findings))
     else:
         print_table(Console(width=max(out.width, 160)), findings, all_checks)
-        out.print(f"reports: {out_dir}/audit.json, {out_dir}/audit.junit.xml, evidence: {out_dir}/evidence")
+        out.print(f"reports: {out_dir}/ (audit.json, audit.junit.xml, …), evidence: {out_dir}/evidence")
     raise typer.Exit(exit_code(findings))
 
 

@@ -80,7 +80,7 @@ def check_stack_config(data: dict[str, Any]) -> list[Problem]:
 
 
 # -- inventories -----------------------------------------------------------------------------------------------
-def _ansible_inventory(sources: list[str]) -> dict[str, Any]:
+def ansible_inventory(sources: list[str]) -> dict[str, Any]:
     """The inventory as Ansible itself reads it (``ansible-inventory --list``: variables merged, not templated)."""
     exe = Path(sys.executable).with_name("ansible-inventory")
     argv = [str(exe) if exe.exists() else "ansible-inventory", "--list"]
@@ -100,13 +100,13 @@ def _unwrap_unsafe(obj: dict[str, Any]) -> Any:
     return obj["__ansible_unsafe"] if set(obj) == {"__ansible_unsafe"} else obj
 
 
-def _group_hosts(inv: dict[str, Any], group: str) -> list[str]:
+def group_hosts(inv: dict[str, Any], group: str) -> list[str]:
     node = inv.get(group)
     if not isinstance(node, dict):
         return []
     hosts = list(node.get("hosts") or [])
     for child in node.get("children") or []:
-        hosts += [h for h in _group_hosts(inv, child) if h not in hosts]
+        hosts += [h for h in group_hosts(inv, child) if h not in hosts]
     return hosts
 
 
@@ -154,9 +154,9 @@ def check_host_vars(name: str, hostvars: dict[str, Any]) -> list[Problem]:
 
 def check_inventory(sources: list[str], pattern: str = NODE_GROUP) -> list[Problem]:
     """Every problem of an inventory for the playbooks: the node group exists and has hosts, each host's vars."""
-    inv = _ansible_inventory(sources)
+    inv = ansible_inventory(sources)
     hostvars: dict[str, dict[str, Any]] = (inv.get("_meta") or {}).get("hostvars") or {}
-    hosts = _group_hosts(inv, pattern) if pattern in inv else ([pattern] if pattern in hostvars else [])
+    hosts = group_hosts(inv, pattern) if pattern in inv else ([pattern] if pattern in hostvars else [])
     if not hosts:
         return [
             Problem(

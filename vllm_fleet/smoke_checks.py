@@ -126,7 +126,8 @@ def check_metrics(
     plan: Plan | None = None,
     version: str | None = None,
 ) -> list[Check]:
-    """Every check a rollout is gated on, from one scrape (or a before/after pair)."""
+    """Every check a rollout is gated on, from a before/after pair (the probe's window), or from one scrape:
+    then every counter and histogram counts from the process start, and the figures are since-start ones."""
     v = version or profile.vllm_version
     out: list[Check] = []
     speculative = profile.speculative is not None
@@ -172,13 +173,14 @@ def check_metrics(
                 )
             )
 
-    if before is None:
-        out.append(Check("traffic", "skip", "no before-scrape: counters, latency and preemptions need two"))
-        return out
-
     gen = _sample(v, "generation_tokens")
     moved = _delta(after, before, gen[1]) if gen else None
-    out.append(Check("tokens", "pass" if moved and moved > 0 else "fail", f"generation tokens +{_fmt(moved or 0)}"))
+    if before is None:
+        # One scrape: counters count from the process start, so what follows is since-start, not the probe's.
+        out.append(Check("tokens", "skip", f"generation tokens since start: {_fmt(moved or 0)} (no probe window)"))
+    else:
+        ok = bool(moved and moved > 0)
+        out.append(Check("tokens", "pass" if ok else "fail", f"generation tokens +{_fmt(moved or 0)}"))
 
     pre = _sample(v, "preemptions")
     preempted = _delta(after, before, pre[1]) if pre else None

@@ -138,3 +138,49 @@ def test_an_unreachable_host_is_exit_2_and_the_others_are_reported(
     assert [(f.check, f.status) for f in result.findings if f.host == gone.desired.host] == [("VF-REACH", "error")]
     other = lab_targets[1].desired.host
     assert {f.status for f in result.findings if f.host == other} <= {"passed", "not-applicable", "not-reviewed"}
+
+
+def test_the_audit_playbook_gives_the_same_verdict_from_an_inventory(site: Any, tmp_path: Path) -> None:
+    """playbooks/audit.yml, for users without Pulumi: the inventory's hosts audited by the same code."""
+    import os
+    import sys
+
+    import yaml
+
+    from vllm_fleet.lab.stack import lab_role_vars
+
+    hosts = {
+        h.name: {
+            "ansible_host": h.ip,
+            "ansible_user": "root",
+            "vllm_fleet_profile": "cpu-lab",
+            "vllm_fleet_host_key": h.host_key,
+        }
+        for h in site.state.hosts
+    }
+    inventory = tmp_path / "hosts.yml"
+    group_vars = {k: v for k, v in lab_role_vars(site.state, site.model_dir).items()}
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"vllm_nodes": {"hosts": hosts, "vars": group_vars}}}}))
+    out = tmp_path / "reports"
+    env = {**os.environ, "SSH_AUTH_SOCK": "", "ANSIBLE_NOCOLOR": "1"}
+    key = tmp_path / "key"
+    key.write_text(Path(site.state.ssh_key).read_text())
+    key.chmod(0o600)
+    playbook = Path(__file__).resolve().parents[2] / "playbooks" / "audit.yml"
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(playbook),
+         "-e", f"vllm_fleet_python={sys.executable}", "-e", f"vllm_fleet_audit_out={out}",
+         "-e", f"vllm_fleet_audit_ssh_key={key}"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    doc = json.loads((out / "audit.json").read_text())
+    assert doc["summary"]["result"] == "compliant"
+    assert sorted(doc["summary"]["hosts"]) == sorted(hosts)
+    del hosts[site.state.hosts[0].name]["vllm_fleet_host_key"]  # no pinned key: refused before any host is read
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"vllm_nodes": {"hosts": hosts, "vars": group_vars}}}}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_fleet.cli", "audit", str(inventory), "--out", str(out / "x"), "--ssh-key",
+         str(key)], capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "vllm_fleet_host_key: missing" in proc.stderr

@@ -119,3 +119,29 @@ def test_bundle_round_trip_and_tamper_evidence(desired: Desired, data_dir: Path,
     with pytest.raises(BundleError, match="changed since the audit"):
         judge_bundle(tmp_path)
     assert yaml.safe_load(edited)["max-num-seqs"] == 64
+
+
+def test_waivers_count_until_they_expire(desired: Desired, data_dir: Path, tmp_path: Path) -> None:
+    from vllm_fleet.audit.report import summary
+
+    ev = evidence(desired, data_dir, security="→ Overall exposure level for vllm-main.service: 6.1 MEDIUM\n")
+    day = "2026-12-01"  # START is 2026-11-29: the waiver below is active at collection time
+    for expires, code in ((day, 0), ("2026-11-28", 1)):
+        waivers = (
+            f"- {{check: VF-UNIT-EXPOSURE, hosts: 'node*', reason: 'MIG needs caps; SEC-1', expires: {expires}}}\n"
+        )
+        bundle = tmp_path / expires
+        write_bundle(bundle, [(desired, ev)], {"waivers.yaml": waivers})
+        findings = judge_bundle(bundle)
+        exposure = next(f for f in findings if f.check == "VF-UNIT-EXPOSURE")
+        assert exposure.status == "failed" and exposure.waiver is not None
+        assert exit_code(findings) == code, exposure.waiver
+        assert ("waived until" in to_junit(findings)) == (code == 0)
+        assert summary(findings)["waived"] == ([exposure.id] if code == 0 else [])
+
+
+def test_a_waiver_for_a_misspelt_check_is_refused() -> None:
+    from vllm_fleet.audit.waivers import WaiverError, parse_waivers
+
+    with pytest.raises(WaiverError, match=r"\[0\]\.check: .*did you mean VF-UNIT-EXPOSURE"):
+        parse_waivers([{"check": "VF-UNIT-EXPOSUR", "reason": "x y z", "expires": "2027-01-01"}], "w.yaml")

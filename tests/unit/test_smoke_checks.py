@@ -82,9 +82,17 @@ def test_slo_breach_and_missing_spec_counters(
     assert checks["families"].status == "fail" and "spec_decode" in checks["families"].detail
 
 
-def test_single_scrape_skips_deltas(scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]) -> None:
-    checks = by_name(check_metrics(profile(builtin_data), parse_scrape(scrapes[1])))
-    assert checks["traffic"].status == "skip"
+def test_single_scrape_judges_since_start_counters(
+    scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]
+) -> None:
+    """Counters start at 0 with the process: one scrape gives since-start preemptions and latencies."""
+    prof = profile(builtin_data, slo={"ttft_p95_s": 1e-6, "itl_p95_s": 5.0, "max_preemptions": 0})
+    checks = by_name(check_metrics(prof, parse_scrape(scrapes[1])))
+    assert checks["tokens"].status == "skip" and "since start" in checks["tokens"].detail
+    assert checks["preemptions"].status == "pass" and checks["preemptions"].detail.startswith("0 ")
+    assert checks["ttft"].status == "fail" and checks["itl"].status == "pass"  # real figures, judged
+    pair = by_name(check_metrics(prof, parse_scrape(scrapes[1]), parse_scrape(scrapes[0])))
+    assert pair["tokens"].status == "pass"
 
 
 def test_histogram_quantile_interpolates_like_prometheus() -> None:

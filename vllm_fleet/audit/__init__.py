@@ -6,14 +6,16 @@ from the bundle alone) → reports (table, JSON, JUnit). Re-judging a saved bund
 
 from __future__ import annotations
 
+import datetime as dt
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vllm_fleet.audit.collect import Target, collect
 from vllm_fleet.audit.evidence import read_bundle, write_bundle
 from vllm_fleet.audit.reconcile import Finding, judge
 from vllm_fleet.audit.report import exit_code, to_json, to_junit
+from vllm_fleet.audit.waivers import load_waivers, waiver_for
 
 
 @dataclass(frozen=True)
@@ -27,26 +29,50 @@ class AuditResult:
         return exit_code(self.findings)
 
 
+WAIVERS = "waivers.yaml"
+
+
 def judge_bundle(bundle: Path) -> list[Finding]:
-    """Every finding of a saved evidence bundle (checked against its manifest first)."""
-    return [f for desired, ev, manifest in read_bundle(bundle) for f in judge(desired, ev, manifest)]
+    """Every finding of a saved evidence bundle (checked against its manifest first), with its waivers applied
+    as of the collection day."""
+    hosts = read_bundle(bundle)
+    findings = [f for desired, ev, manifest in hosts for f in judge(desired, ev, manifest)]
+    if not (bundle / WAIVERS).is_file():
+        return findings
+    waivers = load_waivers(bundle / WAIVERS)
+    day = dt.datetime.fromtimestamp(min(ev.started_at for _, ev, _ in hosts), dt.UTC).date() if hosts else None
+    if day is None:
+        return findings
+    return [
+        replace(f, waiver=waiver_for(waivers, f.check, f.host, day)) if f.status == "failed" else f for f in findings
+    ]
 
 
-def write_reports(findings: list[Finding], out: Path) -> None:
+def write_reports(findings: list[Finding], out: Path, bundle: Path | None = None) -> None:
+    """Every report of one audit under ``out`` (``bundle``: its evidence, for what the reports say of hosts)."""
     (out / "audit.json").write_text(to_json(findings), encoding="utf-8")
     (out / "audit.junit.xml").write_text(to_junit(findings), encoding="utf-8")
 
 
 def audit(
-    targets: list[Target], out: Path, *, private_key: str | None = None, api_key: str | None = None
+    targets: list[Target],
+    out: Path,
+    *,
+    private_key: str | None = None,
+    api_key: str | None = None,
+    waivers: Path | None = None,
 ) -> AuditResult:
     """Collect every host in parallel into ``out/evidence``, judge the bundle, write the reports under ``out``."""
     start = time.monotonic()
+    extra = {}
+    if waivers is not None:
+        load_waivers(waivers)  # refuse a bad file before any host is read
+        extra[WAIVERS] = waivers.read_text(encoding="utf-8")
     evidence = collect(targets, private_key=private_key, api_key=api_key)
     bundle = out / "evidence"
-    write_bundle(bundle, [(t.desired, ev) for t, ev in zip(targets, evidence, strict=True)])
+    write_bundle(bundle, [(t.desired, ev) for t, ev in zip(targets, evidence, strict=True)], extra)
     findings = judge_bundle(bundle)
-    write_reports(findings, out)
+    write_reports(findings, out, bundle)
     return AuditResult(findings, out, time.monotonic() - start)
 
 

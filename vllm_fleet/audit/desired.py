@@ -46,3 +46,49 @@ def targets(plan: FleetPlan) -> list[Target]:
         Target(desired_for(n, plan.role_vars), ssh_user=n.ssh_user, ssh_port=n.ssh_port, host_key=n.host_key)
         for n in plan.nodes
     ]
+
+
+def inventory_targets(sources: list[str], pattern: str = "vllm_nodes") -> list[Target]:
+    """The hosts of an Ansible inventory (the playbooks' path), each with its profile and its own variables.
+
+    A host needs ``vllm_fleet_profile`` and ``vllm_fleet_host_key`` (its pinned SSH key: the audit, like every
+    vllm-fleet SSH connection, trusts no key it was not given). Raises FleetError naming each problem."""
+    from vllm_fleet.fleet import HostSpec, node_spec, resolve_host
+    from vllm_fleet.fleet_files import ansible_inventory, check_inventory, group_hosts
+    from vllm_fleet.fleet_plan import FleetError
+    from vllm_fleet.profile_loader import Problem, ProfileError, load_profile
+
+    problems = check_inventory(sources, pattern)
+    inv = ansible_inventory(sources)
+    hostvars: dict[str, dict[str, Any]] = (inv.get("_meta") or {}).get("hostvars") or {}
+    out: list[Target] = []
+    for i, name in enumerate(group_hosts(inv, pattern) if pattern in inv else [pattern]):
+        v = hostvars.get(name) or {}
+        for var in ("vllm_fleet_profile", "vllm_fleet_host_key"):
+            if not v.get(var):
+                problems.append(Problem(f"{name}.{var}", "missing: the audit needs it for every host"))
+        if problems:
+            continue
+        try:
+            hardware = load_profile(str(v["vllm_fleet_profile"])).hardware
+            host = HostSpec(
+                name=name,
+                address=str(v.get("ansible_host", name)),
+                ssh_user=str(v.get("ansible_user", "root")),
+                ssh_port=int(v.get("ansible_port", 22)),
+                host_key=str(v["vllm_fleet_host_key"]),
+                hardware=hardware,
+                profile=str(v["vllm_fleet_profile"]),
+            )
+        except (ProfileError, ValueError) as err:
+            problems.append(Problem(f"{name}", str(err).splitlines()[0]))
+            continue
+        node, errors = resolve_host(i, host)
+        problems += errors
+        if node is not None:
+            role_vars = {k: val for k, val in v.items() if not k.startswith("ansible_")}
+            spec = node_spec(node)
+            out.append(Target(desired_for(spec, role_vars), host.ssh_user, host.ssh_port, host.host_key))
+    if problems:
+        raise FleetError(problems)
+    return out

@@ -65,8 +65,11 @@ def _http_name(endpoint: str) -> str:
     return endpoint.strip("/").replace("/", "_") or "root"
 
 
-def write_bundle(out: Path, items: list[tuple[Desired, HostEvidence]]) -> dict[str, str]:
-    """Write every host's evidence under ``out``; return (and write) the manifest."""
+def write_bundle(
+    out: Path, items: list[tuple[Desired, HostEvidence]], extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Write every host's evidence (and ``extra`` files at the top, e.g. the waivers) under ``out``; return (and
+    write) the manifest."""
     files: dict[str, str] = {}
 
     def put(rel: str, text: str) -> None:
@@ -75,6 +78,8 @@ def write_bundle(out: Path, items: list[tuple[Desired, HostEvidence]]) -> dict[s
         path.write_text(text, encoding="utf-8", errors="surrogateescape")
         files[rel] = sha256_text(text)
 
+    for name, text in (extra or {}).items():
+        put(name, text)
     for desired, ev in items:
         put(f"{ev.host}/desired.json", json.dumps(asdict(desired), indent=2, sort_keys=True) + "\n")
         meta = {k: v for k, v in asdict(ev).items() if k not in ("remote", "http")}
@@ -103,7 +108,7 @@ def read_bundle(root: Path) -> list[tuple[Desired, HostEvidence, dict[str, str]]
         path = root / rel
         if not path.is_file() or sha256_text(path.read_text(encoding="utf-8", errors="surrogateescape")) != digest:
             raise BundleError(f"{root}/{rel}: missing or changed since the audit (sha256 differs from {MANIFEST})")
-    hosts = sorted({rel.split("/", 1)[0] for rel in manifest})
+    hosts = sorted({rel.split("/", 1)[0] for rel in manifest if "/" in rel})
     out = []
     for host in hosts:
         desired = Desired(**json.loads((root / host / "desired.json").read_text()))

@@ -160,6 +160,13 @@ class Finding:
     """Evidence files (relative to the bundle) → sha256."""
     remediation: str = ""
     title: str = ""
+    waiver: dict[str, str] | None = None
+    """The waiver that covers this finding (reason, expiry, active or expired), if any."""
+
+    @property
+    def counts(self) -> bool:
+        """A failure that makes the audit fail: not covered by an active waiver."""
+        return self.status == "failed" and not (self.waiver and self.waiver.get("state") == "active")
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

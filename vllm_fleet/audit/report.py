@@ -50,7 +50,7 @@ def check_catalogue() -> dict[str, Check]:
 def exit_code(findings: list[Finding]) -> int:
     if any(f.status == "error" for f in findings):
         return INCOMPLETE
-    return DRIFT if any(f.status == "failed" for f in findings) else COMPLIANT
+    return DRIFT if any(f.counts for f in findings) else COMPLIANT
 
 
 def summary(findings: list[Finding]) -> dict[str, Any]:
@@ -60,7 +60,8 @@ def summary(findings: list[Finding]) -> dict[str, Any]:
         "result": {COMPLIANT: "compliant", DRIFT: "drift", INCOMPLETE: "incomplete"}[exit_code(findings)],
         "hosts": hosts,
         "counts": dict(sorted(by_status.items())),
-        "drifted_hosts": sorted({f.host for f in findings if f.status == "failed"}),
+        "drifted_hosts": sorted({f.host for f in findings if f.counts}),
+        "waived": sorted(f.id for f in findings if f.status == "failed" and not f.counts),
         "unaudited_hosts": sorted({f.host for f in findings if f.status == "error"}),
     }
 
@@ -84,14 +85,22 @@ def to_junit(findings: list[Finding]) -> str:
             "testsuite",
             name=host,
             tests=str(len(mine)),
-            failures=str(sum(f.status == "failed" for f in mine)),
+            failures=str(sum(f.counts for f in mine)),
             errors=str(sum(f.status == "error" for f in mine)),
-            skipped=str(sum(f.status in ("not-applicable", "not-reviewed") for f in mine)),
+            skipped=str(
+                sum(
+                    f.status in ("not-applicable", "not-reviewed") or (f.status == "failed" and not f.counts)
+                    for f in mine
+                )
+            ),
         )
         for f in mine:
             case = ET.SubElement(suite, "testcase", classname=host, name=f.check)
             detail = f"{f.title}: expected {f.expected}, actual {f.actual} ({f.layer})"
-            if f.status == "failed":
+            if f.status == "failed" and not f.counts:
+                waiver = f.waiver or {}
+                ET.SubElement(case, "skipped", message=f"waived until {waiver.get('expires')}: {waiver.get('reason')}")
+            elif f.status == "failed":
                 ET.SubElement(case, "failure", message=detail, type=f.severity).text = f.remediation
             elif f.status == "error":
                 ET.SubElement(case, "error", message=detail)
@@ -108,7 +117,8 @@ def print_table(console: Console, findings: list[Finding], all_checks: bool = Fa
     table = Table("host", "check", "severity", "status", "expected", "actual", "layer", title="vllm-fleet audit")
     for f in shown:
         style = _STYLE.get(f.status, "")
-        table.add_row(f.host, f.check, f.severity, f"[{style}]{f.status}[/]", f.expected[:48], f.actual[:60], f.layer)
+        status = f.status if f.counts or f.status != "failed" else "failed (waived)"
+        table.add_row(f.host, f.check, f.severity, f"[{style}]{status}[/]", f.expected[:48], f.actual[:60], f.layer)
     if shown:
         console.print(table)
     s = summary(findings)

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Audit wall time of 1 host against N hosts in one run, on the main job's lab (`./scripts/up` first).
+
+    sudo .venv/bin/python bench/audit_scale.py [--hosts 4] [--repeat 5]
+
+N audit targets cycle over the lab's serving hosts (with 2 lab hosts and N=4, each host is audited twice in
+the same run: what is measured is that collection runs in parallel, a host's audit being a few reads). Prints the
+median seconds of each and the ratio N-hosts / 1-host (goal <= 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from vllm_fleet.audit import audit
+from vllm_fleet.audit.desired import targets
+from vllm_fleet.cli import _lab_audit_source
+from vllm_fleet.fleet import plan_fleet
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    fleet, key, api_key = _lab_audit_source()
+    lab = targets(plan_fleet(fleet))
+    many = [
+        replace(t, desired=replace(t.desired, host=f"{t.desired.host}-{i}"))
+        for i, t in enumerate(lab[i % len(lab)] for i in range(args.hosts))
+    ]
+
+    def timed(todo: list) -> float:  # type: ignore[type-arg]
+        runs = []
+        for _ in range(args.repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                start = time.monotonic()
+                result = audit(todo, Path(tmp), private_key=key, api_key=api_key)
+                runs.append(time.monotonic() - start)
+                if result.exit_code != 0:
+                    bad = [f.id for f in result.findings if f.status in ("failed", "error")]
+                    raise SystemExit(f"the lab does not audit clean: {bad}")
+        return statistics.median(runs)
+
+    one, n = timed(lab[:1]), timed(many)
+    print(f"audit, 1 host: {one:.2f} s (median of {args.repeat})")
+    print(f"audit, {args.hosts} hosts in one run: {n:.2f} s")
+    print(f"ratio {args.hosts} hosts / 1 host: {n / one:.2f} (goal <= 1.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
