@@ -88,6 +88,9 @@ class _DataDumper(yaml.SafeDumper):
 
 
 def _represent_unsafe(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    if not data:
+        # ansible-core 2.19 reads `!unsafe ""` as null; an empty string holds no template anyway.
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
     return dumper.represent_scalar("!unsafe", data, style='"')
 
 

@@ -277,6 +277,9 @@ def audit_cmd(
     waivers: Annotated[
         Path | None, typer.Option(help="Waivers (check, hosts, reason, expires), copied into the evidence.")
     ] = None,
+    controls: Annotated[
+        Path | None, typer.Option(help="Your own check → control ids mapping (a national baseline) for OSCAL.")
+    ] = None,
     ssh_key: Annotated[Path | None, typer.Option(help="SSH private key (default: the controller's agent).")] = None,
     api_key_file: Annotated[Path | None, typer.Option(help="File holding the nodes' API key.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json on stdout.")] = "table",
@@ -289,6 +292,7 @@ def audit_cmd(
     Exit codes: 0 compliant, 1 drift found, 2 some host could not be audited (the others are still reported)."""
     from vllm_fleet.audit import audit, judge_bundle, write_reports
     from vllm_fleet.audit.evidence import BundleError
+    from vllm_fleet.audit.oscal import ControlsError
     from vllm_fleet.audit.report import exit_code, print_table, to_json
     from vllm_fleet.audit.waivers import WaiverError
     from vllm_fleet.fleet_plan import FleetError
@@ -298,21 +302,26 @@ def audit_cmd(
     try:
         if evidence is not None:
             findings = judge_bundle(evidence)
-            write_reports(findings, out_dir, evidence)
+            write_reports(findings, out_dir, evidence, controls)
         else:
             private_key = ssh_key.read_text() if ssh_key else None
             api_key = api_key_file.read_text().strip() if api_key_file else None
             if not sources:
                 _, private_key, api_key = _lab_audit_source()
             todo = _audit_targets(sources, hosts)
-            findings = audit(todo, out_dir, private_key=private_key, api_key=api_key, waivers=waivers).findings
-    except (FleetError, InputFileError, WaiverError, BundleError) as e:
+            findings = audit(
+                todo, out_dir, private_key=private_key, api_key=api_key, waivers=waivers, controls=controls
+            ).findings
+    except (FleetError, InputFileError, WaiverError, BundleError, ControlsError) as e:
         raise _fail(ValueError(str(e)), 2) from None
     if fmt == "json":
         sys.stdout.write(to_json(findings))
     else:
         print_table(Console(width=max(out.width, 160)), findings, all_checks)
-        out.print(f"reports: {out_dir}/ (audit.json, audit.junit.xml, …), evidence: {out_dir}/evidence")
+        out.print(
+            f"reports: {out_dir}/ (audit.html, audit.json, audit.junit.xml, audit.oscal.json, hdf/), "
+            f"evidence: {out_dir}/evidence"
+        )
     raise typer.Exit(exit_code(findings))
 
 

@@ -41,6 +41,14 @@ def engine() -> Any:
     return ensure_engine()
 
 
+def _with_stack(args: tuple[str, ...], stack: str) -> list[str]:
+    """``--stack`` before a ``--`` that ends the options (``config set --secret NAME -- VALUE``)."""
+    if "--" in args:
+        i = args.index("--")
+        return [*args[:i], "--stack", stack, *args[i:]]
+    return [*args, "--stack", stack]
+
+
 class Cli:
     """The `pulumi` CLI on one stack, as a user runs it (the engine's PATH, PULUMI_HOME, backend, passphrase)."""
 
@@ -51,7 +59,7 @@ class Cli:
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **self.engine.env()}
         proc = subprocess.run(
-            ["pulumi", *args, "--stack", self.stack, "--non-interactive"],
+            ["pulumi", "--non-interactive", *_with_stack(args, self.stack)],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
         )  # fmt: skip
         if check and proc.returncode != 0:

@@ -90,14 +90,16 @@ def test_template_in_extra_vars_reaches_the_playbook_literally(tmp_path: Path) -
     extravars = {
         "served_model_name": EVIL,
         "nested": {"{{ 7 * 7 }}": [EVIL, 3, None], "deep": {"x": "{% raw %}{{ 1 }}", "y": 'a\n"b"\\c é\t#{{'}},
+        "empty": "",  # stays an empty string (ansible-core 2.19 reads `!unsafe ""` as null)
     }
-    pb = _playbook(tmp_path, [_write(out, "{{ served_model_name }}\n{{ nested | to_json }}\n")])
+    pb = _playbook(tmp_path, [_write(out, "{{ served_model_name }}\n{{ nested | to_json }}\n[{{ empty }}]\n")])
     events, handler = _events()
     result = run_playbook(pb, [], extravars, connect=False, quiet=True, event_handler=handler)
     assert result.ok, _failures(events)
-    name, nested = out.read_text().splitlines()
+    name, nested, empty = out.read_text().splitlines()
     assert name == EVIL
     assert json.loads(nested) == extravars["nested"]
+    assert empty == "[]"
     assert "root-X" not in out.read_text()
 
 

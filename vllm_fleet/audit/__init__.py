@@ -7,6 +7,7 @@ from the bundle alone) → reports (table, JSON, JUnit). Re-judging a saved bund
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from vllm_fleet.audit.collect import Target, collect
 from vllm_fleet.audit.evidence import read_bundle, write_bundle
 from vllm_fleet.audit.reconcile import Finding, judge
-from vllm_fleet.audit.report import exit_code, to_json, to_junit
+from vllm_fleet.audit.report import HostInfo, exit_code, to_json, to_junit
 from vllm_fleet.audit.waivers import load_waivers, waiver_for
 
 
@@ -48,10 +49,28 @@ def judge_bundle(bundle: Path) -> list[Finding]:
     ]
 
 
-def write_reports(findings: list[Finding], out: Path, bundle: Path | None = None) -> None:
-    """Every report of one audit under ``out`` (``bundle``: its evidence, for what the reports say of hosts)."""
-    (out / "audit.json").write_text(to_json(findings), encoding="utf-8")
+def write_reports(findings: list[Finding], out: Path, bundle: Path, controls: Path | None = None) -> None:
+    """Every report of one audit under ``out``: JSON, JUnit, HDF (``hdf/<host>.hdf.json``), OSCAL, HTML.
+
+    ``bundle``: its evidence, for what the reports say of each host and where they point to it; ``controls``: a
+    user's check → control mapping."""
+    from vllm_fleet.audit.hdf import write_hdf
+    from vllm_fleet.audit.html import to_html
+    from vllm_fleet.audit.oscal import load_controls, to_oscal
+
+    hosts = [HostInfo.of(desired, ev) for desired, ev, _ in read_bundle(bundle)]
+    generated_at = max((h.finished_at for h in hosts), default=None) or None
+    evidence = os.path.relpath(bundle, out) + "/"
+    (out / "audit.json").write_text(to_json(findings, generated_at), encoding="utf-8")
     (out / "audit.junit.xml").write_text(to_junit(findings), encoding="utf-8")
+    (out / "audit.html").write_text(
+        to_html(findings, hosts, generated_at=generated_at, evidence=evidence), encoding="utf-8"
+    )
+    oscal = to_oscal(
+        findings, hosts, generated_at=generated_at, controls=load_controls(controls), evidence_href=evidence
+    )
+    (out / "audit.oscal.json").write_text(oscal, encoding="utf-8")
+    write_hdf(out / "hdf", findings, hosts, generated_at=generated_at)  # one HDF document per host
 
 
 def audit(
@@ -61,6 +80,7 @@ def audit(
     private_key: str | None = None,
     api_key: str | None = None,
     waivers: Path | None = None,
+    controls: Path | None = None,
 ) -> AuditResult:
     """Collect every host in parallel into ``out/evidence``, judge the bundle, write the reports under ``out``."""
     start = time.monotonic()
@@ -72,7 +92,7 @@ def audit(
     bundle = out / "evidence"
     write_bundle(bundle, [(t.desired, ev) for t, ev in zip(targets, evidence, strict=True)], extra)
     findings = judge_bundle(bundle)
-    write_reports(findings, out, bundle)
+    write_reports(findings, out, bundle, controls)
     return AuditResult(findings, out, time.monotonic() - start)
 
 
