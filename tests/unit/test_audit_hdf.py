@@ -243,7 +243,13 @@ def test_saf_view_summary_counts_match(
     for i, subset in enumerate(subsets):  # in parallel: saf takes 2-4 s to start
         out = tmp_path / f"summary{i}.json"
         cmd = [str(saf), "view", "summary", "-i", *map(str, subset), "--format", "json", "--no-stdout", "-o", str(out)]
-        runs.append((subset, out, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        runs.append(
+            (
+                subset,
+                out,
+                subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path),
+            )
+        )
     for subset, out, proc in runs:
         log, _ = proc.communicate(timeout=120)
         assert proc.returncode == 0, log
