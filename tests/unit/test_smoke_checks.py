@@ -9,23 +9,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests.audit_samples import SCRAPED
 from vllm_fleet.cli import app
 from vllm_fleet.planner import plan
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.smoke_checks import check_metrics, histogram_quantile, parse_scrape
 
 runner = CliRunner()
-
-# What the saved scrapes' server ran with (see the cache_config_info labels in the files).
-SCRAPED = {
-    "kv_cache_memory_bytes": 4 * 1024**2,
-    "served_model_name": "tiny-llama",
-    "max_model_len": 512,
-    "max_num_seqs": 8,
-    "max_num_batched_tokens": 2048,
-    "enable_prefix_caching": True,
-    "dtype": "auto",  # bf16: the scraped server ran the tiny model's own dtype
-}
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from trestle.oscal import OSCAL_VERSION, common
 from trestle.oscal import assessment_results as ar
 
 from vllm_fleet import __version__
+from vllm_fleet.audit.errors import AuditFileError
 from vllm_fleet.audit.reconcile import CHECKS, Finding
 from vllm_fleet.audit.report import HostInfo, summary
 from vllm_fleet.catalog._data import parse_yaml
@@ -78,13 +79,8 @@ class Controls:
         return [c for c in CHECKS if not self.of(c).controls]
 
 
-@dataclass(frozen=True)
-class ControlsError(ValueError):
-    source: str
-    problems: list[str]
-
-    def __str__(self) -> str:
-        return "\n".join(f"{self.source}: {p}" for p in self.problems)
+class ControlsError(AuditFileError):
+    """A control mapping that cannot be used."""
 
 
 class _Entry(BaseModel):

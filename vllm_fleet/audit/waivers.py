@@ -17,12 +17,12 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import fnmatch
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from vllm_fleet.audit.errors import AuditFileError
 from vllm_fleet.audit.reconcile import CHECKS
 from vllm_fleet.user_yaml import read_user_yaml
 from vllm_fleet.values import plain_text
@@ -60,13 +60,8 @@ class Waiver(BaseModel):
         return same and fnmatch.fnmatchcase(host, self.hosts)
 
 
-@dataclass(frozen=True)
-class WaiverError(ValueError):
-    source: str
-    problems: list[str]
-
-    def __str__(self) -> str:
-        return "\n".join(f"{self.source}: {p}" for p in self.problems)
+class WaiverError(AuditFileError):
+    """A waiver file that cannot be used."""
 
 
 def parse_waivers(data: Any, source: str) -> list[Waiver]:
