@@ -65,7 +65,8 @@ def evidence(desired: Desired, data_dir: Path, **remote: str) -> HostEvidence:
         "driver": "580.82.07\n",
         "cuda": "Cuda compilation tools, release 13.0, V13.0.2\nBuild cuda_13.0\n",
         "holds": "cuda-toolkit-13-0\nnvidia-kernel-open-dkms\n",
-        "packages": "cuda-toolkit-13-0 13.0.2-1\ncuda-toolkit-config-common \nnvidia-kernel-open-dkms 580.82.07-1\n",
+        "packages": "cuda-toolkit-13-0 13.0.2-1\ncuda-toolkit-config-common 13.0.96-1\n"
+        "nvidia-kernel-open-dkms 580.82.07-1\n",
         "security": "→ Overall exposure level for vllm-main.service: 1.9 OK 🙂\n",
         **remote,
     }

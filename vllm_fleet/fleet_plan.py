@@ -58,7 +58,9 @@ class FleetPlan:
         return [self.nodes[i : i + self.batch_size] for i in range(0, len(self.nodes), self.batch_size)]
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        # Insertion order kept: a node's vllm_config is in render order, which is the order the role writes the
+        # config file in (so the file's sha256 is the plan's config_hash and the audit's desired text).
+        return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> FleetPlan:

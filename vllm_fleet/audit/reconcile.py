@@ -14,6 +14,7 @@ import binascii
 import contextlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -561,7 +562,7 @@ def _judge_packages(j: _Judge) -> None:
     )
     # The toolkit's release is its package's version (nvcc reports the compiler's own, e.g. 12.8.93 for 12.8.1).
     packages = dict(line.split(" ", 1) for line in j.section("packages").splitlines() if " " in line)
-    toolkit = {p: v for p, v in packages.items() if p.startswith("cuda-toolkit-") and v.strip()}
+    toolkit = {p: v for p, v in packages.items() if re.fullmatch(r"cuda-toolkit-\d+-\d+", p) and v.strip()}
     cuda = ", ".join(sorted({v.split("-")[0] for v in toolkit.values()})) or "not installed"
     if d.cuda_version is not None:
         j.add(
@@ -573,7 +574,7 @@ def _judge_packages(j: _Judge) -> None:
             ("remote/packages", "remote/cuda"),
         )
     held_driver = any(p.startswith("nvidia-") for p in holds)
-    held_cuda = d.cuda_version is None or any(p.startswith("cuda-toolkit-") for p in holds)
+    held_cuda = d.cuda_version is None or any(re.fullmatch(r"cuda-toolkit-\d+-\d+", p) for p in holds)
     j.add(
         "VF-HOLD",
         "passed" if held_driver and held_cuda else "failed",

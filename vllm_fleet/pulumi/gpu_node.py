@@ -83,7 +83,8 @@ class GpuNode(pulumi.ComponentResource):
             "role_vars": args.role_vars,
         }
         env: dict[str, pulumi.Input[str]] = {
-            "VLLM_FLEET_NODE": json.dumps(spec, sort_keys=True),
+            # Not key-sorted: vllm_config's order is the config file's (its sha256 is config_hash).
+            "VLLM_FLEET_NODE": json.dumps(spec),
             # In the inputs (not `triggers`): a trigger change REPLACES the command, which would run its
             # delete (the removal playbook) on a live node; an input change runs `update` = converge.
             "VLLM_FLEET_CONVERGE_DIGEST": json_digest([args.converge_digest, spec]),
