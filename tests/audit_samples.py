@@ -28,6 +28,7 @@ SCRAPED = {
     "dtype": "auto",
 }
 START = 1_795_944_000.0
+STARTED_UTC = "Sun 2026-11-29 09:20:00.000000 UTC"  # START as `systemctl show --timestamp=us+utc` prints it
 
 
 def sample_desired() -> Desired:
@@ -54,7 +55,7 @@ def evidence(desired: Desired, data_dir: Path, **remote: str) -> HostEvidence:
     sections = {
         "now": f"{START + 600}\n",
         "systemctl": "MainPID=4242\nActiveState=active\nSubState=running\nNRestarts=0\nLoadState=loaded\n"
-        f"FragmentPath=/etc/systemd/system/vllm-main.service\nDropInPaths=\nExecMainStartTimestamp=@{START}\n",
+        f"FragmentPath=/etc/systemd/system/vllm-main.service\nDropInPaths=\nExecMainStartTimestamp={STARTED_UTC}\n",
         "cmdline": "/opt/vllm/bin/python\n/opt/vllm/bin/vllm\nserve\n--config\n/etc/vllm/main.yaml\n",
         "config": b64(desired.config_text),
         "config_mtime": f"{START - 60}\n",

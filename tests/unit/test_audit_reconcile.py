@@ -160,3 +160,15 @@ def test_the_desired_config_is_the_file_the_plan_hashes() -> None:
     for node, target in zip(plan.nodes, targets(plan), strict=True):
         assert hashlib.sha256(target.desired.config_text.encode()).hexdigest() == node.config_hash
         assert next(iter(node.vllm_config)) == "model"
+
+
+def test_a_config_written_in_the_second_the_server_started_is_not_stale(desired: Desired, data_dir: Path) -> None:
+    """systemd's microsecond start time against the file's: an edit then a restart within one second is fresh."""
+    from tests.audit_samples import STARTED_UTC
+
+    started = STARTED_UTC.replace(".000000", ".900000")
+    systemctl = evidence(desired, data_dir).remote["systemctl"].replace(STARTED_UTC, started)
+    fresh = evidence(desired, data_dir, systemctl=systemctl, config_mtime=f"{START + 0.5}\n")
+    assert "VF-PROC-STALE" not in failed(judge(desired, fresh))
+    stale = evidence(desired, data_dir, systemctl=systemctl, config_mtime=f"{START + 0.95}\n")
+    assert "VF-PROC-STALE" in failed(judge(desired, stale))

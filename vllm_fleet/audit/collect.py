@@ -31,7 +31,7 @@ unit=$1 config=$2 lkg=$3 venv=$4
 sec() { printf '\n@@vllm-fleet-audit %s\n' "$1"; }
 sec now; date +%s.%N
 sec systemctl; systemctl show "$unit" -p MainPID -p ActiveState -p SubState -p NRestarts -p LoadState \
-  -p FragmentPath -p DropInPaths -p ExecMainStartTimestamp --timestamp=unix 2>&1
+  -p FragmentPath -p DropInPaths -p ExecMainStartTimestamp --timestamp=us+utc 2>&1
 pid=$(systemctl show "$unit" -p MainPID --value 2>/dev/null || echo 0)
 sec cmdline; [ "${pid:-0}" != 0 ] && tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null
 sec config; base64 -w0 "$config" 2>/dev/null

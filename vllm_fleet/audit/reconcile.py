@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import datetime as dt
 import json
 import math
 import re
@@ -229,11 +230,20 @@ def _systemctl(text: str) -> dict[str, str]:
 
 
 def _unix(ts: str) -> float | None:
+    """Seconds since the epoch of ``@1796150000.5``, a plain number, or systemd's ``--timestamp=us+utc`` form
+    (``Tue 2026-12-01 19:55:42.123456 UTC``: microseconds, as a config's mtime has them)."""
     ts = ts.strip().lstrip("@")
+    if not ts or ts == "n/a":
+        return None
     try:
-        return float(ts) if ts and ts != "n/a" else None
+        return float(ts)
+    except ValueError:
+        pass
+    try:
+        when = dt.datetime.strptime(ts.removesuffix(" UTC"), "%a %Y-%m-%d %H:%M:%S.%f")
     except ValueError:
         return None
+    return when.replace(tzinfo=dt.UTC).timestamp()
 
 
 def parse_argv(argv: list[str], version: str) -> tuple[str | None, dict[str, Any]]:
