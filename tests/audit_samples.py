@@ -86,7 +86,7 @@ def evidence(desired: Desired, data_dir: Path, **remote: str) -> HostEvidence:
     )
 
 
-def sample_audit() -> tuple[list[Finding], list[HostInfo]]:
+def sample_items() -> list[tuple[Desired, HostEvidence]]:
     """node1 clean, node2 with its config edited and restarted by hand, node3 unreachable."""
     d1 = sample_desired()
     d2 = replace(d1, host="node2", address="172.31.254.12")
@@ -95,5 +95,10 @@ def sample_audit() -> tuple[list[Finding], list[HostInfo]]:
     e2 = evidence(d2, DATA, config=b64(d2.config_text.replace("max-num-seqs: 8", "max-num-seqs: 64")))
     e2.host = "node2"
     e3 = HostEvidence("node3", d3.address, started_at=START, finished_at=START + 10, error="ssh: connect timed out")
-    findings = judge(d1, e1) + judge(d2, e2) + judge(d3, e3)
-    return findings, [HostInfo.of(d, e) for d, e in ((d1, e1), (d2, e2), (d3, e3))]
+    return [(d1, e1), (d2, e2), (d3, e3)]
+
+
+def sample_audit() -> tuple[list[Finding], list[HostInfo]]:
+    """The findings of sample_items()'s fleet (without evidence references) and its hosts."""
+    items = sample_items()
+    return [f for d, e in items for f in judge(d, e)], [HostInfo.of(d, e) for d, e in items]

@@ -280,7 +280,12 @@ def test_the_agent_holds_the_key_and_no_file_does(tmp_path: Path) -> None:
 @needs_ssh_tools
 def test_a_bad_key_fails_without_repeating_it() -> None:
     secret = (
-        "-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-key-" + secrets.token_hex(8) + "\n-----END OPENSSH PRIVATE KEY-----"
+        # A key-shaped text that is no key (the marker split so no scanner takes the file for a real key).
+        "-----BEGIN OPENSSH "
+        + "PRIVATE KEY-----\nnot-a-key-"
+        + secrets.token_hex(8)
+        + "\n-----END OPENSSH "
+        + "PRIVATE KEY-----"
     )
     with PrivateDir() as pd, pytest.raises(ValueError, match="could not be loaded into ssh-agent") as err:
         pd.start_agent(secret)

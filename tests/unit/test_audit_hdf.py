@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.audit_samples import DATA, b64, evidence, sample_audit, sample_desired
-from vllm_fleet.audit.evidence import HostEvidence, write_bundle
+from tests.audit_samples import sample_audit, sample_items
+from vllm_fleet.audit.evidence import write_bundle
 from vllm_fleet.audit.hdf import IMPACT, base_check, findings_from_hdf, to_hdf, write_hdf
 from vllm_fleet.audit.reconcile import Finding, judge
 from vllm_fleet.audit.report import HostInfo, check_catalogue
@@ -28,15 +28,7 @@ GENERATED = 1_795_944_700.0
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Finding], list[HostInfo]]:
     """sample_audit()'s fleet, judged against a written bundle so that findings carry evidence digests."""
-    d1 = sample_desired()
-    d2 = replace(d1, host="node2", address="172.31.254.12")
-    d3 = replace(d1, host="node3", address="172.31.254.13")
-    e1 = evidence(d1, DATA)
-    e2 = evidence(d2, DATA, config=b64(d2.config_text.replace("max-num-seqs: 8", "max-num-seqs: 64")))
-    e2.host = "node2"
-    e3 = HostEvidence("node3", d3.address, started_at=e1.started_at - 600, finished_at=e1.started_at - 590)
-    e3.error = "ssh: connect timed out"
-    items = [(d1, e1), (d2, e2), (d3, e3)]
+    items = sample_items()
     manifest = write_bundle(tmp_path_factory.mktemp("bundle"), items)
     findings = [f for d, e in items for f in judge(d, e, manifest)]
     plain, hosts = sample_audit()

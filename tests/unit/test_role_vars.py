@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import warnings
@@ -54,15 +55,7 @@ def effective_vars(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
     plan = plan_fleet(fleet)
     out = {}
     for node in plan.nodes:
-        spec = {
-            "host": node.host,
-            "profile": node.profile,
-            "profile_data": node.profile_data,
-            "vllm_version": node.vllm_version,
-            "vllm_config": node.vllm_config,
-            "config_hash": node.config_hash,
-            "role_vars": plan.role_vars,
-        }
+        spec = {**dataclasses.asdict(node), "role_vars": plan.role_vars}  # as fleet.role_vars_problems builds it
         out[node.name] = converge.extravars(spec)
     return out
 
