@@ -7,6 +7,7 @@ its error and the others are still collected.
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import time
@@ -127,6 +128,9 @@ def collect(
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(private.path), **private.marker}
         if private_key is not None:
             env.update(private.start_agent(private_key))
+        elif os.environ.get("SSH_AUTH_SOCK"):
+            # No key given: the controller's own agent, as `--ssh-key`'s help says (HOME is ours: no user config).
+            env["SSH_AUTH_SOCK"] = os.environ["SSH_AUTH_SOCK"]
 
         def one(target: Target) -> HostEvidence:
             ev = HostEvidence(target.desired.host, target.desired.address, started_at=time.time())
