@@ -28,6 +28,8 @@ SCRAPED = {
     "dtype": "auto",
 }
 START = 1_795_944_000.0
+CUDA_PIN = "# Managed by vllm-fleet\nPackage: cuda-toolkit-13-0\nPin: version 13.0.2-*\nPin-Priority: 1001\n"
+DRIVER_PIN = "Explanation: driver pin\nPackage: nvidia-* libnvidia-*\nPin: version 580.82.07-*\nPin-Priority: 1001\n"
 STARTED_UTC = "Sun 2026-11-29 09:20:00.000000 UTC"  # START as `systemctl show --timestamp=us+utc` prints it
 
 
@@ -68,6 +70,12 @@ def evidence(desired: Desired, data_dir: Path, **remote: str) -> HostEvidence:
         "holds": "cuda-toolkit-13-0\nnvidia-kernel-open-dkms\n",
         "packages": "cuda-toolkit-13-0 13.0.2-1\ncuda-toolkit-config-common 13.0.96-1\n"
         "nvidia-kernel-open-dkms 580.82.07-1\n",
+        "installed": "cuda-toolkit-13-0 13.0.2-1\nnvidia-kernel-open-dkms 580.82.07-1\n",
+        "pins": "/etc/apt/preferences.d/vllm-fleet-cuda-toolkit.pref\n"
+        + b64(CUDA_PIN)
+        + "/etc/apt/preferences.d/vllm-fleet-nvidia-driver.pref\n"
+        + b64(DRIVER_PIN),
+        "unit_mtime": f"{START - 120}\n",
         "security": "→ Overall exposure level for vllm-main.service: 1.9 OK 🙂\n",
         **remote,
     }

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.audit_samples import START, b64, evidence, sample_desired
-from vllm_fleet.audit import judge_bundle
+from tests.audit_samples import CUDA_PIN, DATA, DRIVER_PIN, START, b64, evidence, sample_desired
+from vllm_fleet.audit import apt_pins, judge_bundle
 from vllm_fleet.audit.evidence import BundleError, Desired, HostEvidence, write_bundle
 from vllm_fleet.audit.reconcile import judge, parse_argv
 from vllm_fleet.audit.report import exit_code, to_junit
@@ -74,6 +74,14 @@ def test_parse_argv_uses_the_release_flag_table() -> None:
         ({"driver": "580.95.05\n"}, "VF-VER-DRIVER"),
         ({"packages": "cuda-toolkit-13-0 13.0.1-1\ncuda-toolkit-config-common 13.0.96-1\n"}, "VF-VER-CUDA"),
         ({"holds": "cuda-toolkit-13-0\n"}, "VF-HOLD"),
+        ({"installed": "cuda-toolkit-13-0 13.0.1-1\nnvidia-kernel-open-dkms 580.82.07-1\n"}, "VF-PIN"),
+        ({"installed": "cuda-toolkit-13-0 13.0.2-1\n"}, "VF-PIN"),
+        ({"pins": "/etc/apt/preferences.d/vllm-fleet-cuda-toolkit.pref\n" + b64(CUDA_PIN)}, "VF-PIN"),
+        ({"unit_mtime": f"{START + 30}\n"}, "VF-PROC-STALE"),
+        (
+            {"systemctl": evidence(sample_desired(), DATA).remote["systemctl"] + "NeedDaemonReload=yes\n"},
+            "VF-PROC-STALE",
+        ),
         ({"dropins": "/etc/systemd/system/vllm-main.service.d/x.conf\nW1NlcnZpY2Vd\n"}, "VF-UNIT-DROPIN"),
         ({"unit": b64("[Unit]\nDescription=edited\n")}, "VF-UNIT-EDIT"),
         ({"security": "→ Overall exposure level for vllm-main.service: 6.1 MEDIUM\n"}, "VF-UNIT-EXPOSURE"),
@@ -81,6 +89,23 @@ def test_parse_argv_uses_the_release_flag_table() -> None:
 )
 def test_each_drift_has_its_own_finding(desired: Desired, data_dir: Path, remote: dict[str, str], check: str) -> None:
     assert list(failed(judge(desired, evidence(desired, data_dir, **remote)))) == [check]
+
+
+def test_apt_pins_follow_apts_reading_order(desired: Desired, data_dir: Path) -> None:
+    files = {
+        "/etc/apt/preferences.d/00-local.pref": "Package: /^nvidia-/\nPin: version 580.95.05-*\nPin-Priority: 990\n",
+        "/etc/apt/preferences.d/vllm-fleet-nvidia-driver.pref": DRIVER_PIN,
+        "/etc/apt/preferences.d/ignored.bak": "Package: *\nPin: version *\nPin-Priority: -1\n",  # apt skips it
+    }
+    pins = apt_pins.parse(files)
+    assert [p.file.rsplit("/", 1)[1] for p in pins] == ["00-local.pref", "vllm-fleet-nvidia-driver.pref"]
+    assert apt_pins.priority(pins, "nvidia-smi", "580.82.07-1")[0] == 1001
+    assert apt_pins.priority(pins, "nvidia-smi", "580.95.05-1")[0] == 990  # the first matching record decides
+    assert apt_pins.priority(pins, "cuda-toolkit-13-0", "13.0.2-1") == (0, None)
+    ev = evidence(desired, data_dir)
+    del ev.remote["pins"]  # a bundle saved before pins were collected: not reviewed, never passed
+    pin = next(f for f in judge(desired, ev) if f.check == "VF-PIN")
+    assert pin.status == "not-reviewed"
 
 
 def test_a_stopped_service_fails_once_and_the_rest_is_not_reviewed(desired: Desired, data_dir: Path) -> None:

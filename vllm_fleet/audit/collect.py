@@ -1,8 +1,8 @@
 """Collect what each host really runs: one read-only script over SSH (pinned host key) and the live endpoints.
 
 Nothing on a host is changed: the script only reads (``systemctl show``, ``/proc``, files, package database,
-``systemd-analyze security``). Hosts are collected in parallel; a host that cannot be reached is recorded with
-its error and the others are still collected.
+apt preferences, ``systemd-analyze security``). Hosts are collected in parallel; a host that cannot be reached
+is recorded with its error and the others are still collected.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ unit=$1 config=$2 lkg=$3 venv=$4
 sec() { printf '\n@@vllm-fleet-audit %s\n' "$1"; }
 sec now; date +%s.%N
 sec systemctl; systemctl show "$unit" -p MainPID -p ActiveState -p SubState -p NRestarts -p LoadState \
-  -p FragmentPath -p DropInPaths -p ExecMainStartTimestamp --timestamp=us+utc 2>&1
+  -p FragmentPath -p DropInPaths -p NeedDaemonReload -p ExecMainStartTimestamp --timestamp=us+utc 2>&1
 pid=$(systemctl show "$unit" -p MainPID --value 2>/dev/null || echo 0)
 sec cmdline; [ "${pid:-0}" != 0 ] && tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null
 sec config; base64 -w0 "$config" 2>/dev/null
 sec config_mtime; stat -c %.9Y "$config" 2>/dev/null
 frag=$(systemctl show "$unit" -p FragmentPath --value 2>/dev/null)
 sec unit; [ -n "$frag" ] && base64 -w0 "$frag" 2>/dev/null
+sec unit_mtime; [ -n "$frag" ] && stat -c %.9Y "$frag" 2>/dev/null
 sec unit_lkg; base64 -w0 "$lkg" 2>/dev/null
 sec dropins; for d in $(systemctl show "$unit" -p DropInPaths --value 2>/dev/null); do
   printf '%s\n' "$d"; base64 -w0 "$d" 2>/dev/null; echo; done
@@ -49,6 +50,10 @@ sec cuda; for n in /usr/local/cuda/bin/nvcc nvcc; do
   command -v "$n" >/dev/null 2>&1 && { "$n" --version 2>&1 | tail -2; break; }; done
 sec holds; apt-mark showhold 2>/dev/null
 sec packages; dpkg-query -W -f '${Package} ${Version}\n' 'nvidia-*' 'cuda-toolkit-*' 'libnvidia-*' 2>/dev/null
+sec installed; dpkg-query -W -f '${db:Status-Abbrev} ${Package} ${Version}\n' 'nvidia-*' 'cuda-toolkit-*' \
+  'libnvidia-*' 2>/dev/null | awk '$1 ~ /^.i/ {print $2, $3}'
+sec pins; for f in /etc/apt/preferences /etc/apt/preferences.d/*; do
+  [ -f "$f" ] && { printf '%s\n' "$f"; base64 -w0 "$f"; echo; }; done
 sec security; systemd-analyze security "$unit" --no-pager 2>&1 | tail -1
 """
 
@@ -134,16 +139,20 @@ def collect(
 
         def one(target: Target) -> HostEvidence:
             ev = HostEvidence(target.desired.host, target.desired.address, started_at=time.time())
+            # The live endpoints are read while the SSH script runs: a host's audit costs its slower half.
+            http = pool.submit(_collect_http, target.desired, api_key, 10.0)
             try:
                 ev.remote = _collect_remote(target, env, known_hosts, timeout)
             except (ConnectionError, subprocess.TimeoutExpired) as err:
                 ev.error = str(err)
-            if ev.error is None:
-                ev.http = _collect_http(target.desired, api_key, timeout=10.0)
+            answers = http.result()
+            if ev.error is None:  # an unreachable host's endpoints are not evidence of anything
+                ev.http = answers
             ev.finished_at = time.time()
             if on_host:
                 on_host(ev)
             return ev
 
-        with ThreadPoolExecutor(max_workers=min(32, max(1, len(targets)))) as pool:
-            return list(pool.map(one, targets))
+        workers = min(32, max(1, len(targets)))
+        with ThreadPoolExecutor(max_workers=workers) as hosts, ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(hosts.map(one, targets))

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import yaml
 from packaging.version import InvalidVersion, Version
 
+from vllm_fleet.audit import apt_pins
 from vllm_fleet.audit.evidence import Desired, HostEvidence
 from vllm_fleet.smoke_checks import parse_scrape
 from vllm_fleet.vllm import flags, metrics_table
@@ -67,7 +68,7 @@ CHECKS: dict[str, Check] = {
         ),
         Check(
             "VF-PROC-STALE",
-            "the process started after its config file was last written",
+            "the process started after its config file and its unit were last written",
             "high",
             "restart through the pipeline (converge) so the running server reads the file on disk",
         ),
@@ -112,6 +113,12 @@ CHECKS: dict[str, Check] = {
             "the driver and toolkit packages are held",
             "medium",
             "converge the host: the roles hold the pinned packages (`apt-mark hold`)",
+        ),
+        Check(
+            "VF-PIN",
+            "apt keeps the installed driver and toolkit at their pinned versions (apt preferences)",
+            "medium",
+            "converge the host: the roles write the apt preferences that pin them (Pin-Priority 1001)",
         ),
         Check(
             "VF-UNIT-DROPIN",
@@ -343,23 +350,41 @@ def judge(desired: Desired, ev: HostEvidence, manifest: dict[str, str] | None = 
     started = _unix(unit.get("ExecMainStartTimestamp", ""))
     mtime = _unix(j.section("config_mtime"))
     stale = active and started is not None and mtime is not None and mtime > started
+    unit_mtime = _unix(j.section("unit_mtime"))
+    unit_stale = active and started is not None and unit_mtime is not None and unit_mtime > started
+    reload = unit.get("NeedDaemonReload") == "yes"
     if not active:
         j.add(
             "VF-PROC-STALE",
             "not-reviewed",
-            "process newer than its config",
+            "process newer than its config and unit",
             "no running process",
             "systemd",
             ("remote/systemctl",),
         )
-    else:
+    elif mtime is None:
         j.add(
             "VF-PROC-STALE",
-            "failed" if stale else "passed",
+            "not-reviewed",
             f"config written before {started}",
-            f"config written at {mtime}",
+            "no mtime of the config file",
             "systemd",
             ("remote/systemctl", "remote/config_mtime"),
+        )
+    else:
+        late = [
+            *([f"config written at {mtime}"] if stale else []),
+            *([f"unit written at {unit_mtime}"] if unit_stale else []),
+            *(["unit changed on disk, not reloaded (NeedDaemonReload)"] if reload else []),
+        ]
+        written = f"config written at {mtime}" + (f", unit at {unit_mtime}" if unit_mtime is not None else "")
+        j.add(
+            "VF-PROC-STALE",
+            "failed" if late else "passed",
+            f"config and unit written before the start at {started}",
+            "; ".join(late) or written,
+            "systemd",
+            ("remote/systemctl", "remote/config_mtime", "remote/unit_mtime"),
         )
 
     _judge_running_config(j, active, stale, on_disk)
@@ -558,7 +583,7 @@ def _judge_packages(j: _Judge) -> None:
     )
     holds = set(j.section("holds").split())
     if d.driver_version is None:
-        for check in ("VF-VER-DRIVER", "VF-VER-CUDA", "VF-HOLD"):
+        for check in ("VF-VER-DRIVER", "VF-VER-CUDA", "VF-HOLD", "VF-PIN"):
             j.add(check, "not-applicable", "no NVIDIA stack on this host", "-", "profile", ())
         return
     driver = j.section("driver").splitlines()[0].strip() if j.section("driver") else "missing"
@@ -592,6 +617,47 @@ def _judge_packages(j: _Judge) -> None:
         ", ".join(sorted(holds)) or "nothing held",
         "package db",
         ("remote/holds",),
+    )
+    _judge_pins(j)
+
+
+_DRIVER_PACKAGE = re.compile(r"(lib)?nvidia-.*")
+_TOOLKIT_PACKAGE = re.compile(r"cuda-toolkit-\d+-\d+")
+
+
+def _pin_files(text: str) -> dict[str, str]:
+    """The ``pins`` section (path line, base64 line, ...) as {path: text}."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    out: dict[str, str] = {}
+    for path, body in zip(lines[::2], lines[1::2], strict=False):
+        out[path] = _b64(body) or ""
+    return out
+
+
+def _judge_pins(j: _Judge) -> None:
+    """Each installed driver/toolkit package is pinned at its installed version (priority >= 1000), as apt
+    evaluates the host's preference files (apt_pins)."""
+    if "installed" not in j.ev.remote or "pins" not in j.ev.remote:
+        j.add("VF-PIN", "not-reviewed", "pinned (priority >= 1000)", "pins not collected", "apt preferences", ())
+        return
+    pins = apt_pins.parse(_pin_files(j.section("pins")))
+    installed = dict(line.split(" ", 1) for line in j.section("installed").splitlines() if " " in line)
+    want = [_DRIVER_PACKAGE] + ([_TOOLKIT_PACKAGE] if j.d.cuda_version is not None else [])
+    relevant = {p: v for p, v in installed.items() if any(rx.fullmatch(p) for rx in want)}
+    missing = [rx.pattern for rx in want if not any(rx.fullmatch(p) for p in relevant)]
+    loose = []
+    for package, version in sorted(relevant.items()):
+        prio, pin = apt_pins.priority(pins, package, version)
+        if prio < 1000:
+            loose.append(f"{package} {version}: priority {prio}" + (f" ({pin.file})" if pin else " (no version pin)"))
+    problems = [f"no installed package matches {m}" for m in missing] + loose
+    j.add(
+        "VF-PIN",
+        "failed" if problems else "passed",
+        "each installed driver/toolkit package pinned at its version (priority >= 1000)",
+        "; ".join(problems) or f"{len(relevant)} package(s) pinned at their installed version",
+        "apt preferences",
+        ("remote/pins", "remote/installed"),
     )
 
 
