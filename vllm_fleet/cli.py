@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -20,7 +21,10 @@ from vllm_fleet.validate import check_file
 from vllm_fleet.vllm.render import config_yaml, env_file, render
 
 if TYPE_CHECKING:
+    from vllm_fleet.rollout.router import HAProxyRouter
     from vllm_fleet.smoke import SmokeResult
+
+_T = TypeVar("_T")
 
 app = typer.Typer(help="Infrastructure-as-code for vLLM on sovereign GPU servers.", no_args_is_help=True)
 out = Console()
@@ -205,36 +209,74 @@ def up_cmd(
         int | None, typer.Option("--hosts", "-n", help="Lab hosts (default: as many as are up, else 2).")
     ] = (None),
     stack_name: Annotated[str, typer.Option("--stack", help="Pulumi stack name.")] = "lab",
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            "-p",
+            help="Decode profile of every lab host (name or file): a changed one rolls out host by host, "
+            "each drained from the lab's router before its restart (docs/rollouts.md).",
+        ),
+    ] = "cpu-lab",
 ) -> None:
     """The main job on the local lab: lab hosts + air-gapped mirror up, then `pulumi up`; ends with the nodes."""
     from vllm_fleet.lab.fleet import lab_fleet_up
 
-    nodes = lab_fleet_up(hosts, stack_name, log=lambda line: out.print(line, markup=False, highlight=False))
+    run = lab_fleet_up(
+        hosts, stack_name, profile=profile, log=lambda line: out.print(line, markup=False, highlight=False)
+    )
     table = Table("host", "endpoint", "hardware", "profile", "vLLM", "config", title=f"fleet: stack {stack_name}")
-    for n in nodes:
+    for n in run.nodes:
         table.add_row(n["host"], n["endpoint"], n["hardware"], n["profile"], n["vllm_version"], n["config_hash"])
     # Endpoints in full even when stdout is not a terminal (rich then assumes 80 columns and crops cells).
     Console(width=max(out.width, 120)).print(table)
-    if stack_name == "lab":
-        # The job ends with what the nodes really run: the audit of the lab fleet, reports under out/audit.
-        from vllm_fleet.audit import audit
-        from vllm_fleet.audit.desired import targets
-        from vllm_fleet.audit.report import print_table
-        from vllm_fleet.fleet import plan_fleet
+    if run.error:
+        out.print(f"pulumi up failed:\n{run.error}", markup=False, highlight=False)
+    if stack_name != "lab":
+        raise typer.Exit(1 if run.error else 0)
+    # The job ends with what the nodes really run: the audit of the lab fleet (reports under out/audit), and
+    # what the rollout did to each host (out/rollout), both from the same read of every host.
+    from vllm_fleet.audit import audit
+    from vllm_fleet.audit.desired import targets
+    from vllm_fleet.audit.report import print_table
+    from vllm_fleet.fleet import plan_fleet
 
-        fleet, key, api_key = _lab_audit_source()
-        reports = project_root() / "out" / "audit"
-        reports.mkdir(parents=True, exist_ok=True)
-        result = audit(targets(plan_fleet(fleet)), reports, private_key=key, api_key=api_key)
-        print_table(Console(width=max(out.width, 160)), result.findings)
-        out.print(f"audit reports: {reports}/ (audit.html, audit.json, audit.junit.xml, …; evidence/)", markup=False)
-        raise typer.Exit(result.exit_code)
+    fleet, key, api_key = _lab_audit_source()
+    reports = project_root() / "out" / "audit"
+    reports.mkdir(parents=True, exist_ok=True)
+    plan = plan_fleet(fleet)
+    result = audit(targets(plan), reports, private_key=key, api_key=api_key)
+    _print_rollout(plan, run, reports / "evidence")
+    print_table(Console(width=max(out.width, 160)), result.findings)
+    out.print(f"audit reports: {reports}/ (audit.html, audit.json, audit.junit.xml, …; evidence/)", markup=False)
+    raise typer.Exit(1 if run.error else result.exit_code)
+
+
+def _print_rollout(plan: Any, run: Any, evidence: Path) -> None:
+    """The rollout's final report (table and out/rollout/report.json) from the audit's evidence of each host."""
+    from vllm_fleet.audit.evidence import read_bundle
+    from vllm_fleet.rollout.report import host_outcome, summary, to_json
+
+    seen = {ev.host: ev for _, ev, _ in read_bundle(evidence)}
+    rows = [
+        host_outcome(n.name, run.before.get(n.name), n.config_hash, seen.get(n.name), run.started_at)
+        for n in plan.nodes
+    ]
+    table = Table("host", "outcome", "before", "target", "on disk", "journal", "detail", title="rollout")
+    for r in rows:
+        table.add_row(r.host, r.outcome, r.before or "(new)", r.target, r.now or "-", r.phase or "-", r.detail)
+    Console(width=max(out.width, 140)).print(table)
+    path = project_root() / "out" / "rollout" / "report.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_json(rows, error=run.error), encoding="utf-8")
+    counts = ", ".join(f"{n} {o}" for o, n in summary(rows).items())
+    out.print(f"rollout: {counts}; report: {path}", markup=False, highlight=False)
 
 
 def _lab_audit_source() -> tuple[Any, str | None, str | None]:
     """The main job's lab fleet: its stack config, the lab's SSH key and the lab API key."""
     from vllm_fleet.lab import config as lab_config
-    from vllm_fleet.lab.fleet import lab_api_key
+    from vllm_fleet.lab.fleet import lab_api_key, lab_stack_fleet
     from vllm_fleet.lab.local_vllm import tiny_model_dir
     from vllm_fleet.lab.stack import lab_fleet
     from vllm_fleet.lab.state import load_state
@@ -242,7 +284,11 @@ def _lab_audit_source() -> tuple[Any, str | None, str | None]:
     state = load_state(lab_config.state_dir())
     if state is None or not state.hosts:
         raise _fail(ValueError("no lab is up: run ./scripts/up (or name a stack file)"), 2)
-    return lab_fleet(state, tiny_model_dir()), Path(state.ssh_key).read_text(), lab_api_key()
+    # What the lab stack was last configured with (its profile may be another than cpu-lab: `up --profile`).
+    fleet = lab_stack_fleet()
+    if fleet is None or {h.get("host_key") for h in fleet.get("hosts", [])} != {h.host_key for h in state.hosts}:
+        fleet = lab_fleet(state, tiny_model_dir())  # no stack yet, or one of an earlier lab
+    return fleet, Path(state.ssh_key).read_text(), lab_api_key()
 
 
 def _audit_targets(sources: list[Path] | None, hosts: str) -> list[Any]:
@@ -405,6 +451,86 @@ def metrics_check(
     result.checks = check_metrics(prof, after, earlier, plan=plan(prof))
     _print_checks(result, as_json, junit)
     raise typer.Exit(result.exit_code)
+
+
+router_app = typer.Typer(
+    help="The rollout's router hook: take a node out of HAProxy before it restarts, put it back after. "
+    "The Ansible role runs `vllm-fleet router --haproxy-socket S drain|ready SERVER`. Exit 2 on errors.",
+    no_args_is_help=True,
+)
+app.add_typer(router_app, name="router")
+
+
+@router_app.callback()
+def router_main(
+    ctx: typer.Context,
+    haproxy_socket: Annotated[
+        Path | None, typer.Option(help="HAProxy's stats socket (`stats socket PATH level admin`). Required.")
+    ] = None,
+    backend: Annotated[str, typer.Option(help="The HAProxy backend of the vLLM nodes.")] = "vllm",
+) -> None:
+    """HAProxy's runtime API on its stats socket."""
+    ctx.obj = (haproxy_socket, backend)
+
+
+def _router_call(ctx: typer.Context, call: Callable[[HAProxyRouter], _T]) -> _T:
+    from vllm_fleet.rollout.router import HAProxyRouter, RouterError
+
+    socket, backend = ctx.obj
+    if socket is None:  # not a required option, so that `router drain --help` works without it
+        raise _fail(ValueError("vllm-fleet router: --haproxy-socket PATH is required"), 2)
+    try:
+        return call(HAProxyRouter(socket, backend))
+    except RouterError as e:
+        raise _fail(ValueError(str(e)), 2) from None
+
+
+ServerArg = Annotated[str, typer.Argument(help="The server's name in the backend (the host's name).")]
+
+
+WaitOpt = Annotated[float, typer.Option("--wait", help="Seconds to wait for the state to take effect (0: none).")]
+
+
+@router_app.command("drain")
+def router_drain(ctx: typer.Context, server: ServerArg, wait: WaitOpt = 60.0) -> None:
+    """No new requests to SERVER; those in flight finish (waits until no session through the router is left;
+    still busy after --wait is a warning, not an error: the server's own shutdown-timeout drains the rest)."""
+    from vllm_fleet.rollout.router import RouterError
+
+    def drain(r: HAProxyRouter) -> str:
+        r.drain(server)
+        try:
+            return "" if not wait else f" (idle: {r.wait_idle(server, wait).scur} sessions)"
+        except RouterError as e:
+            return f" (warning: {e})"
+
+    note = _router_call(ctx, drain)
+    out.print(f"{ctx.obj[1]}/{server}: drain{note}", markup=False, highlight=False)
+
+
+@router_app.command("ready")
+def router_ready(ctx: typer.Context, server: ServerArg, wait: WaitOpt = 60.0) -> None:
+    """SERVER takes requests again (waits until its health check passed and the router sends it requests)."""
+
+    def ready(r: HAProxyRouter) -> None:
+        r.ready(server)
+        if wait:
+            r.wait_serving(server, wait)
+
+    _router_call(ctx, ready)
+    out.print(f"{ctx.obj[1]}/{server}: ready", markup=False, highlight=False)
+
+
+@router_app.command("status")
+def router_status(
+    ctx: typer.Context, server: Annotated[str | None, typer.Argument(help="One server (default: all).")] = None
+) -> None:
+    """Each server's admin state (ready, drain, maint), health and current sessions."""
+    states = _router_call(ctx, lambda r: [r.state(server)] if server else r.states())
+    table = Table("server", "admin", "operational", "status", "sessions", title=f"HAProxy backend {ctx.obj[1]}")
+    for s in states:
+        table.add_row(s.name, s.admin, s.operational, s.status, str(s.scur))
+    out.print(table)
 
 
 def main() -> None:

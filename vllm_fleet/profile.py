@@ -144,6 +144,10 @@ class DecodeProfile(_Strict):
     """Listen address of the OpenAI-compatible server."""
     port: int = Field(default=8000, ge=1, le=65535)
     """Listen port."""
+    shutdown_timeout: int | None = Field(default=None, ge=0, le=3600)
+    """Seconds vLLM lets in-flight requests finish on SIGTERM (``--shutdown-timeout``, vLLM >= 0.18.0).
+    ``None``: 60 s where the release has the flag (vLLM's own default, 0, *aborts* them). The unit's
+    TimeoutStopSec is kept above it."""
     extra_args: dict[Annotated[str, AfterValidator(values.engine_arg_name)], Any] = Field(default_factory=dict)
     """Further engine arguments by vLLM name (``max_logprobs: 5``), checked against the pinned version."""
     slo: SLOs = Field(default_factory=SLOs)

@@ -96,3 +96,16 @@ def test_extra_args_are_checked_against_the_version(builtin_data: Callable[[str]
 def test_version_outside_the_table_is_refused() -> None:
     with pytest.raises(ProfileError, match="vllm_version"):
         render(load_profile("cpu-lab"), "0.1.0")
+
+
+def test_shutdown_timeout_drains_where_the_release_has_it(builtin_data: Callable[[str], dict[str, Any]]) -> None:
+    # vLLM's own default (0) aborts in-flight requests on SIGTERM: every release with the flag gets a drain time.
+    prof = load_profile("cpu-lab")
+    assert render(prof, "0.32.0").config["shutdown-timeout"] == 60
+    assert "--shutdown-timeout" not in render(prof, "0.17.1").argv  # the flag appeared in 0.18.0
+    own = DecodeProfile.model_validate({**builtin_data("cpu-lab"), "shutdown_timeout": 300})
+    argv = render(own, "0.18.0").argv
+    assert argv[argv.index("--shutdown-timeout") + 1] == "300"
+    with pytest.raises(ProfileError, match=r"appeared in 0\.18\.0") as err:
+        render(own, "0.17.1")
+    assert [p.field for p in err.value.problems] == ["shutdown_timeout"]

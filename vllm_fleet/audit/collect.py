@@ -28,7 +28,7 @@ ENDPOINTS = ("/version", "/v1/models", "/metrics")
 
 # Read-only. Each section starts with MARK<name>; files are base64 so their bytes are kept exactly.
 SCRIPT = r"""set -u
-unit=$1 config=$2 lkg=$3 venv=$4
+unit=$1 config=$2 lkg=$3 venv=$4 journal=${5:-}
 sec() { printf '\n@@vllm-fleet-audit %s\n' "$1"; }
 sec now; date +%s.%N
 sec systemctl; systemctl show "$unit" -p MainPID -p ActiveState -p SubState -p NRestarts -p LoadState \
@@ -54,6 +54,7 @@ sec installed; dpkg-query -W -f '${db:Status-Abbrev} ${Package} ${Version}\n' 'n
   'libnvidia-*' 2>/dev/null | awk '$1 ~ /^.i/ {print $2, $3}'
 sec pins; for f in /etc/apt/preferences /etc/apt/preferences.d/*; do
   [ -f "$f" ] && { printf '%s\n' "$f"; base64 -w0 "$f"; echo; }; done
+sec journal; [ -n "$journal" ] && cat "$journal" 2>/dev/null
 sec security; systemd-analyze security "$unit" --no-pager 2>&1 | tail -1
 """
 
@@ -86,7 +87,7 @@ def parse_sections(text: str) -> dict[str, str]:
 
 def _collect_remote(target: Target, env: dict[str, str], known_hosts: Path, timeout: float) -> dict[str, str]:
     d = target.desired
-    args = [d.unit, d.config_path, d.unit_lkg_path, d.venv]
+    args = [d.unit, d.config_path, d.unit_lkg_path, d.venv, d.journal_path]
     argv = [
         "ssh",
         *shlex.split(ssh_args(known_hosts)),

@@ -34,6 +34,7 @@ def desired_for(node: NodeSpec, role_vars: dict[str, Any]) -> Desired:
         config_path=f"{config_dir}/{instance}.yaml",
         unit=f"vllm-{instance}.service",
         unit_lkg_path=f"{config_dir}/{instance}.service.lkg",
+        journal_path=f"/var/lib/vllm-fleet/{instance}.rollout.json",
         venv=str(v.get("vllm_service_venv") or v.get("vllm_venv") or "/opt/vllm"),
         port=int(node.profile_data.get("port", 8000)),
         driver_version=str(v["nvidia_driver_version"]) if driver and v.get("nvidia_driver_version") else None,

@@ -35,6 +35,8 @@ class Desired:
     config_path: str = "/etc/vllm/main.yaml"
     unit: str = "vllm-main.service"
     unit_lkg_path: str = "/etc/vllm/main.service.lkg"
+    journal_path: str = "/var/lib/vllm-fleet/main.rollout.json"
+    """The role's rollout journal (docs/rollouts.md): read for the rollout report, not judged by the audit."""
     venv: str = "/opt/vllm"
     port: int = 8000
     driver_version: str | None = None

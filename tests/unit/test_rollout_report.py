@@ -1,0 +1,47 @@
+"""The rollout's final report: each host's outcome from what it has after the run (config on disk, journal)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.audit_samples import b64
+from vllm_fleet.audit.evidence import HostEvidence, sha256_text
+from vllm_fleet.rollout.report import host_outcome, outcome, summary, to_json
+
+OLD, NEW = "a" * 64, "b" * 64
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "phase", "error", "want"),
+    [
+        (OLD, NEW, "done", None, "moved"),
+        (None, NEW, "done", None, "moved"),  # a new host
+        (NEW, NEW, None, None, "unchanged"),
+        (OLD, OLD, None, None, "untouched"),  # a later batch the rollout never reached
+        (OLD, OLD, "rolled-back", None, "rolled back"),
+        (OLD, OLD, "failed", None, "failed"),
+        (OLD, NEW, "restarting", None, "interrupted"),
+        (OLD, OLD, "drained", None, "interrupted"),
+        (OLD, None, None, "ssh: timed out", "unreachable"),
+    ],
+)
+def test_outcome(before: str | None, now: str | None, phase: str | None, error: str | None, want: str) -> None:
+    assert outcome(before, NEW, now, phase, error)[0] == want
+
+
+def test_a_journal_from_an_earlier_run_does_not_count() -> None:
+    text = "model: x\n"
+    ev = HostEvidence("n1", "10.0.0.1", started_at=100.0)
+    ev.remote = {"config": b64(text), "journal": json.dumps({"phase": "rolled-back", "at": 50.0})}
+    old = host_outcome("n1", OLD, "c" * 64, ev, since=90.0)
+    assert (old.outcome, old.phase) == ("untouched", None)  # rolled back last week, not touched by this run
+    ev.remote["journal"] = json.dumps({"phase": "rolled-back", "at": 95.0})
+    assert host_outcome("n1", OLD, "c" * 64, ev, since=90.0).outcome == "rolled back"
+    moved = host_outcome("n1", OLD, sha256_text(text), HostEvidence("n1", "10.0.0.1", 0.0, remote=ev.remote), 90.0)
+    assert moved.outcome == "rolled back"  # the journal of this run wins over a hash that happens to match
+    rows = [old, host_outcome("n2", None, NEW, None, since=90.0)]
+    assert summary(rows) == {"untouched": 1, "unreachable": 1}
+    doc = json.loads(to_json(rows, error="pulumi up failed"))
+    assert doc["ok"] is False and doc["summary"] == {"untouched": 1, "unreachable": 1}

@@ -1,0 +1,1 @@
+"""Fleet rollouts: the router hook (drain/ready); plan and journal live beside it."""
