@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -115,6 +116,39 @@ def forget_legacy_commands(st: Any, log: Callable[[str], None] = print) -> list[
         log(f"state: forgetting {urn.rsplit('::', 1)[-1]} (0.1 dynamic command; its delete is not run)")
         _pulumi(st, "state", "delete", urn, "--target-dependents", "--yes")
         forgotten.append(urn)
+
+
+def stale_locks(backend: Path, project: str, stack_name: str, hostname: str | None = None) -> list[Path]:
+    """Lock files of a file-backend stack left by a `pulumi` process of this machine that no longer runs
+    (killed mid-update: SIGKILL, a lost terminal). A lock of a live process, or of another machine, is kept."""
+    hostname = hostname or socket.gethostname()
+    out = []
+    for lock in sorted((backend / ".pulumi" / "locks" / "organization" / project / stack_name).glob("*.json")):
+        try:
+            info = json.loads(lock.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        pid = info.get("pid")
+        if info.get("hostname") != hostname or not isinstance(pid, int):
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            out.append(lock)
+        except PermissionError:
+            continue
+    return out
+
+
+def clear_stale_locks(engine: Engine, stack_name: str, log: Callable[[str], None] = print) -> list[Path]:
+    """Remove the stack's stale locks (see stale_locks), as `pulumi cancel` would for a service backend: a run
+    killed mid-rollout must not block the run that finishes it. The hosts' own journals say where it stopped."""
+    locks = stale_locks(engine.backend, "vllm-fleet", stack_name)
+    for lock in locks:
+        log(f"pulumi: removing the lock of a killed run ({lock.name}: its process is gone)")
+        lock.unlink(missing_ok=True)
+        lock.with_name(lock.name + ".attrs").unlink(missing_ok=True)
+    return locks
 
 
 def up(st: Any, on_output: Callable[[str], None] = print) -> dict[str, Any]:

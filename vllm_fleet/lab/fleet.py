@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_fleet.deploy import configure, ensure_engine, stack, up
+from vllm_fleet.deploy import clear_stale_locks, configure, ensure_engine, stack, up
 from vllm_fleet.lab.hosts import Log
 from vllm_fleet.lab.site import site_up
 from vllm_fleet.lab.stack import LAB_PROFILE, lab_fleet
@@ -40,6 +40,8 @@ class LabUp:
     started_at: float
     error: str | None = None
     """Why the update failed (its last lines); None: it succeeded."""
+    up_wall_s: float = 0.0
+    """Seconds `pulumi up` itself took."""
 
 
 def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = LAB_PROFILE, log: Log = print) -> LabUp:
@@ -51,6 +53,7 @@ def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = L
         profile = str(Path(profile).resolve())  # the stack config is read from the project root
     site = site_up(hosts, log=log)
     engine = ensure_engine(log)
+    clear_stale_locks(engine, stack_name, log)
     st = stack(engine, stack_name)
     previous = st.outputs().get("nodes")
     before = {n["host"]: n["config_hash"] for n in (previous.value if previous else []) or []}
@@ -68,9 +71,10 @@ def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = L
         outputs = up(st, on_output=lambda line: log(line.rstrip("\n")))
     except auto.CommandError as err:
         tail = [line for line in str(err).splitlines() if line.strip()][-12:]
-        return LabUp(list((previous.value if previous else []) or []), before, started, "\n".join(tail))
+        last = list((previous.value if previous else []) or [])
+        return LabUp(last, before, started, "\n".join(tail), time.time() - started)
     nodes: list[dict[str, Any]] = outputs.get("nodes", [])
-    return LabUp(nodes, before, started)
+    return LabUp(nodes, before, started, None, time.time() - started)
 
 
 def lab_stack_fleet(stack_name: str = "lab") -> dict[str, Any] | None:

