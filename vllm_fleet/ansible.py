@@ -256,4 +256,6 @@ def run_playbook(
             settings={"suppress_ansible_output": quiet},
         )
         stats: dict[str, dict[str, int]] = dict(runner.stats or {})
-        return PlaybookResult(rc=int(runner.rc), status=str(runner.status), stats=stats)
+        # No rc at all: ansible-playbook was killed (a signal, not an exit); that is a failed run, not a crash here.
+        rc = int(runner.rc) if runner.rc is not None else -1
+        return PlaybookResult(rc=rc, status=str(runner.status), stats=stats)

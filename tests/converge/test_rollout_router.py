@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +32,26 @@ JOURNAL = "/var/lib/vllm-fleet/main.rollout.json"
 def _ssh(site: Any, h: Any) -> Any:
     extra = f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={site.state.known_hosts}"
     return testinfra.get_host(f"ssh://root@{h.ip}", ssh_identity_file=str(site.state.ssh_key), ssh_extra_args=extra)
+
+
+def ansible_playbook_groups() -> set[int]:
+    """Process groups of the ansible-playbook runs this test process started (ansible-runner gives each a session
+    of its own): only those, never a lab host's processes, which the controller sees too."""
+    me, groups = os.getpid(), set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            status = (proc / "status").read_text()
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), 0)
+        if ppid == me and b"ansible-playbook" in cmdline:
+            group = os.getpgid(int(proc.name))
+            if group != os.getpgid(0):
+                groups.add(group)
+    return groups
 
 
 def router(site: Any) -> HAProxyRouter:
@@ -98,14 +118,9 @@ def test_rollout_killed_after_a_restart_resumes_without_restarting_twice(
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if journal(h).get("phase") == "restarting" and main_pid(h) not in ("0", pid0):
-                out = subprocess.run(["pgrep", "-f", "ansible-playbook"], capture_output=True, text=True).stdout
-                for pid in map(int, out.split()):
-                    try:
-                        group = os.getpgid(pid)
-                        if group != os.getpgid(0):  # ansible-runner runs it in a session of its own
-                            os.killpg(group, signal.SIGKILL)
-                    except ProcessLookupError:
-                        continue
+                killed["groups"] = ansible_playbook_groups()
+                for group in killed["groups"]:
+                    os.killpg(group, signal.SIGKILL)
                 killed["pid"] = main_pid(h)
                 killed["journal"] = journal(h)
                 return
@@ -116,6 +131,7 @@ def test_rollout_killed_after_a_restart_resumes_without_restarting_twice(
     interrupted = converge(site, "rollout.yml", vllm_config=render(new).config, vllm_fleet_hosts=first.name)
     killer.join()
     assert killed, "the rollout was never seen restarting the host"
+    assert killed["groups"], "no ansible-playbook of this test was found to kill"
     assert not interrupted.ok
     assert killed["journal"]["phase"] == "restarting"
     assert router(site).state(first.name).admin == "drain"  # killed while out of the router
