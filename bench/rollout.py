@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def journal(ip: str, key: Path, known_hosts: Path) -> dict:  # type: ignore[type
         "ssh",
         "-i",
         str(key),
-        *ssh_args(known_hosts).split(),
+        *shlex.split(ssh_args(known_hosts)),
         f"root@{ip}",
         "cat /var/lib/vllm-fleet/main.rollout.json",
     ]
