@@ -12,6 +12,8 @@ re-runs ``vllm-fleet audit --evidence DIR`` offline gets the same findings. Layo
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -57,6 +59,16 @@ class HostEvidence:
     remote: dict[str, str] = field(default_factory=dict)
     http: dict[str, dict[str, Any]] = field(default_factory=dict)
     """endpoint -> {"status": int, "body": str} or {"error": str}."""
+
+
+def b64_file(text: str) -> str | None:
+    """A file the collection script sent base64-encoded (bytes kept exactly); None: absent or not base64."""
+    try:
+        return (
+            base64.b64decode(text.strip(), validate=True).decode("utf-8", "surrogateescape") if text.strip() else None
+        )
+    except (binascii.Error, ValueError):
+        return None
 
 
 def sha256_text(text: str) -> str:

@@ -9,8 +9,6 @@ came from, the evidence files it rests on (with sha256) and the fix.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import datetime as dt
 import json
@@ -23,7 +21,7 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from vllm_fleet.audit import apt_pins
-from vllm_fleet.audit.evidence import Desired, HostEvidence
+from vllm_fleet.audit.evidence import Desired, HostEvidence, b64_file
 from vllm_fleet.smoke_checks import parse_scrape
 from vllm_fleet.vllm import flags, metrics_table
 
@@ -223,15 +221,6 @@ class _Judge:
         return self.ev.remote.get(name, "").strip()
 
 
-def _b64(text: str) -> str | None:
-    try:
-        return (
-            base64.b64decode(text.strip(), validate=True).decode("utf-8", "surrogateescape") if text.strip() else None
-        )
-    except (binascii.Error, ValueError):
-        return None
-
-
 def _systemctl(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
@@ -336,7 +325,7 @@ def judge(desired: Desired, ev: HostEvidence, manifest: dict[str, str] | None = 
         ("remote/systemctl",),
     )
 
-    on_disk = _b64(j.section("config"))
+    on_disk = b64_file(j.section("config"))
     disk_ok = on_disk == desired.config_text
     j.add(
         "VF-CFG-DISK",
@@ -630,7 +619,7 @@ def _pin_files(text: str) -> dict[str, str]:
     lines = [line for line in text.splitlines() if line.strip()]
     out: dict[str, str] = {}
     for path, body in zip(lines[::2], lines[1::2], strict=False):
-        out[path] = _b64(body) or ""
+        out[path] = b64_file(body) or ""
     return out
 
 
@@ -671,7 +660,7 @@ def _judge_unit(j: _Judge) -> None:
         "systemd",
         ("remote/dropins", "remote/systemctl"),
     )
-    unit, lkg = _b64(j.section("unit")), _b64(j.section("unit_lkg"))
+    unit, lkg = b64_file(j.section("unit")), b64_file(j.section("unit_lkg"))
     if lkg is None:
         j.add(
             "VF-UNIT-EDIT",

@@ -11,8 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from vllm_fleet.audit.evidence import HostEvidence, sha256_text
-from vllm_fleet.audit.reconcile import _b64
+from vllm_fleet.audit.evidence import HostEvidence, b64_file, sha256_text
 
 Outcome = Literal["moved", "unchanged", "rolled back", "failed", "interrupted", "untouched", "unreachable"]
 OUTCOMES: tuple[Outcome, ...] = (
@@ -62,7 +61,7 @@ def outcome(
 def host_outcome(host: str, before: str | None, target: str, ev: HostEvidence | None, since: float) -> HostOutcome:
     if ev is None:
         return HostOutcome(host, "unreachable", before, target[:12], None, None, "not read")
-    config = _b64(ev.remote.get("config", ""))
+    config = b64_file(ev.remote.get("config", ""))
     now = sha256_text(config)[:12] if config is not None else None
     phase = None
     try:
