@@ -44,6 +44,8 @@ def extravars(node: dict[str, Any]) -> dict[str, Any]:
         # The effective profile (overrides applied), for the role's smoke-test hook.
         "vllm_fleet_profile_data": node.get("profile_data"),
     }
+    if node.get("system_digest"):  # site.yml rolls only the server when the host's last full converge matches
+        out["vllm_fleet_system_digest"] = node["system_digest"]
     if hw.architecture != "cpu":  # the driver role's choices are GPU architectures
         out["nvidia_driver_gpu_architecture"] = hw.architecture
     out.update(node.get("role_vars") or {})

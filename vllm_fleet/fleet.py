@@ -53,10 +53,24 @@ class HostSpec(_Strict):
 
 
 class RolloutSpec(_Strict):
-    """How configuration changes roll across the fleet."""
+    """How configuration changes roll across the fleet (hosts already serving; new hosts are provisioned apart)."""
 
-    batch_size: int = Field(default=1, ge=1)
-    """Hosts converged at once; the next batch starts only when this one passed its smoke gate."""
+    batch_size: int | Annotated[str, Field(pattern=r"^(100|[1-9][0-9]?)%$")] = 1
+    """Serving hosts changed at once: a count (``2``) or a share of the serving hosts (``"25%"``, rounded up);
+    the next batch starts only when this one passed its smoke gate."""
+    canary: bool = True
+    """The first batch is a single host (the canary), whatever ``batch_size`` says."""
+    pause_s: float = Field(default=0, ge=0, le=3600)
+    """Seconds to wait after a batch passed its gate, before the next one starts (to watch the canary)."""
+    provision_parallel: int = Field(default=4, ge=1, le=64)
+    """New hosts (not serving yet: nothing to protect) converged at once, beside the rollout."""
+
+    @field_validator("batch_size")
+    @classmethod
+    def _positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError('batch_size must be at least 1 (or a share such as "25%")')
+        return value
 
 
 class FleetSpec(_Strict):
@@ -301,4 +315,6 @@ def plan_fleet(data: Any) -> FleetPlan:
     if problems:
         raise FleetError(problems)
     # A JSON round trip: the plan is exactly what a memoised copy would give back.
-    return FleetPlan.from_json(FleetPlan(nodes, spec.rollout.batch_size, spec.role_vars).to_json())
+    r = spec.rollout
+    plan = FleetPlan(nodes, r.batch_size, spec.role_vars, r.canary, r.pause_s, r.provision_parallel)
+    return FleetPlan.from_json(plan.to_json())

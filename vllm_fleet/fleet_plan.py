@@ -50,12 +50,34 @@ class NodeSpec:
 @dataclass(frozen=True)
 class FleetPlan:
     nodes: list[NodeSpec]
-    batch_size: int = 1
+    batch_size: int | str = 1
+    """Hosts per rollout batch, or a share of the serving hosts (``"25%"``)."""
     role_vars: dict[str, Any] = field(default_factory=dict)
+    canary: bool = True
+    """The first rollout batch is one host."""
+    pause_s: float = 0
+    """Wait between rollout batches."""
+    provision_parallel: int = 4
+    """New (not yet serving) hosts converged at once."""
 
-    def batches(self) -> list[list[NodeSpec]]:
-        """Hosts in rollout order, ``batch_size`` at a time."""
-        return [self.nodes[i : i + self.batch_size] for i in range(0, len(self.nodes), self.batch_size)]
+    def batch_hosts(self, serving: int) -> int:
+        """Hosts per rollout batch when ``serving`` hosts are in the rollout (a share rounds up, at least 1)."""
+        if isinstance(self.batch_size, str):
+            return max(1, -(-serving * int(self.batch_size.rstrip("%")) // 100))
+        return self.batch_size
+
+    def batches(self, nodes: list[NodeSpec] | None = None) -> list[list[NodeSpec]]:
+        """Rollout order of ``nodes`` (default: all): the canary alone, then ``batch_size`` at a time."""
+        nodes = self.nodes if nodes is None else nodes
+        size = self.batch_hosts(len(nodes))
+        head = nodes[:1] if self.canary and size > 1 else []
+        rest = nodes[len(head) :]
+        return ([head] if head else []) + [rest[i : i + size] for i in range(0, len(rest), size)]
+
+    def provision_waves(self, nodes: list[NodeSpec]) -> list[list[NodeSpec]]:
+        """New hosts, ``provision_parallel`` at a time: nothing to protect, so no canary and no pause."""
+        n = self.provision_parallel
+        return [nodes[i : i + n] for i in range(0, len(nodes), n)]
 
     def to_json(self) -> str:
         # Insertion order kept: a node's vllm_config is in render order, which is the order the role writes the
@@ -66,5 +88,10 @@ class FleetPlan:
     def from_json(cls, text: str) -> FleetPlan:
         data = json.loads(text)
         return cls(
-            nodes=[NodeSpec(**n) for n in data["nodes"]], batch_size=data["batch_size"], role_vars=data["role_vars"]
+            nodes=[NodeSpec(**n) for n in data["nodes"]],
+            batch_size=data["batch_size"],
+            role_vars=data["role_vars"],
+            canary=data.get("canary", True),
+            pause_s=data.get("pause_s", 0),
+            provision_parallel=data.get("provision_parallel", 4),
         )

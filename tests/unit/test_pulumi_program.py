@@ -109,6 +109,8 @@ def test_program_registers_one_node_per_host() -> None:
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VLLM_FLEET_CACHE", str(tmp_path / "cache"))
+    # The example's hosts do not exist: none is serving (a test that needs some says which).
+    monkeypatch.setattr("vllm_fleet.pulumi.program.serving_endpoints", lambda _e: set())
 
 
 def _converge_env(mocks: Mocks) -> dict[str, Any]:
@@ -171,3 +173,89 @@ def test_plan_cache_follows_profile_files_and_templates(tmp_path: Any, monkeypat
     key = plan_cache.plan_key(fleet)
     (templates / "vllm-config.yaml.j2").write_text((templates / "vllm-config.yaml.j2").read_text() + "\n")
     assert plan_cache.plan_key(fleet) != key
+
+
+def test_rollout_plan_canary_share_and_waves() -> None:
+    from vllm_fleet.fleet import plan_fleet
+
+    fleet = example_fleet()
+    fleet["rollout"] = {"batch_size": "50%", "pause_s": 30, "provision_parallel": 2}
+    plan = plan_fleet(fleet)
+    names = [[n.name for n in b] for b in plan.batches()]
+    assert names == [["gpu-4090-a"], ["gpu-4090-b", "gpu-l40-a"]]  # the canary alone, then 50% of 3 = 2
+    assert [[n.name for n in w] for w in plan.provision_waves(plan.nodes)] == [
+        ["gpu-4090-a", "gpu-4090-b"],
+        ["gpu-l40-a"],
+    ]
+    no_canary = plan_fleet({**fleet, "rollout": {"batch_size": 2, "canary": False}})
+    assert [len(b) for b in no_canary.batches()] == [2, 1]
+    assert [len(b) for b in plan_fleet({**fleet, "rollout": {"batch_size": 1}}).batches()] == [1, 1, 1]
+    for bad, words in (
+        ({"batch_size": "0%"}, "batch_size"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"pause_s": -1}, "pause_s"),
+        ({"provision_parallel": 0}, "provision_parallel"),
+    ):
+        with pytest.raises(FleetError) as err:
+            plan_fleet({**fleet, "rollout": bad})
+        assert f"rollout.{words}" in str(err.value)
+
+
+def test_serving_hosts_roll_in_batches_new_hosts_get_no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet = example_fleet()
+    fleet["rollout"] = {"batch_size": 1, "pause_s": 5}
+    endpoints = {h["name"]: h["address"] for h in fleet["hosts"]}
+    serving = {f"http://{endpoints['gpu-4090-a']}:8000", f"http://{endpoints['gpu-4090-b']}:8000"}
+    monkeypatch.setattr("vllm_fleet.pulumi.program.serving_endpoints", lambda _e: serving)
+    mocks = run_program(fleet)
+    pauses = [r for r in mocks.resources if r.name.startswith("rollout-pause-")]
+    # Two serving hosts: one pause, between them; the new host (gpu-l40-a) waits for no pause.
+    assert [p.name for p in pauses] == ["rollout-pause-0"]
+    assert "time.sleep" in pauses[0].inputs["create"] and pauses[0].inputs["create"].endswith(" 5")
+    node = json.loads(_converge_env(mocks)["gpu-4090-a-converge"]["value"]["VLLM_FLEET_NODE"])
+    assert len(node["system_digest"]) == 64
+
+
+def test_system_digest_ignores_the_profile_but_not_the_roles(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("vllm_fleet.pulumi.program.serving_endpoints", lambda _e: set())
+
+    def digests(fleet: dict[str, Any]) -> dict[str, str]:
+        env = _converge_env(run_program(fleet))
+        return {k: json.loads(v["value"]["VLLM_FLEET_NODE"])["system_digest"] for k, v in env.items()}
+
+    base = digests(example_fleet())
+    tuned = example_fleet()
+    tuned["hosts"][0]["overrides"] = {"max_num_seqs": 8}
+    assert digests(tuned) == base  # a profile change only rolls the server
+    mirrored = example_fleet()
+    mirrored["role_vars"] = {**mirrored.get("role_vars", {}), "vllm_pip_index_url": "http://mirror.example/simple"}
+    changed = digests(mirrored)
+    assert all(changed[k] != base[k] for k in base)  # an input of the install converges everything again
+
+
+def test_serving_probe_asks_health_and_counts_silence_as_new() -> None:
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from vllm_fleet.pulumi.serving import serving_endpoints
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *_a: Any) -> None:
+            pass
+
+    up = HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=up.serve_forever, daemon=True).start()
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    try:
+        live = f"http://127.0.0.1:{up.server_port}"
+        dead = f"http://127.0.0.1:{closed}"
+        assert serving_endpoints([live, dead], timeout_s=1) == {live}
+    finally:
+        up.shutdown()

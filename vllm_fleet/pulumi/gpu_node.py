@@ -73,7 +73,18 @@ class GpuNode(pulumi.ComponentResource):
             opts=child,
         )
 
+        # Everything but the server's own config: when a host reports this digest from its last full converge,
+        # the converge only rolls the server (playbooks/site.yml skips the driver, toolkit and vLLM install).
+        system = json_digest(
+            [
+                args.converge_digest,
+                {k: v for k, v in node.host.items() if k not in ("profile", "overrides")},
+                node.vllm_version,
+                args.role_vars,
+            ]
+        )
         spec = {
+            "system_digest": system,
             "host": node.host,
             "profile": node.profile,
             "profile_data": node.profile_data,
@@ -82,12 +93,14 @@ class GpuNode(pulumi.ComponentResource):
             "config_hash": node.config_hash,
             "role_vars": args.role_vars,
         }
+        self.inputs_digest = json_digest([args.converge_digest, spec])
+        """What a converge of this node depends on: it changes exactly when the converge runs again."""
         env: dict[str, pulumi.Input[str]] = {
             # Not key-sorted: vllm_config's order is the config file's (its sha256 is config_hash).
             "VLLM_FLEET_NODE": json.dumps(spec),
             # In the inputs (not `triggers`): a trigger change REPLACES the command, which would run its
             # delete (the removal playbook) on a live node; an input change runs `update` = converge.
-            "VLLM_FLEET_CONVERGE_DIGEST": json_digest([args.converge_digest, spec]),
+            "VLLM_FLEET_CONVERGE_DIGEST": self.inputs_digest,
         }
         if args.ssh_private_key is not None:
             env["VLLM_FLEET_SSH_KEY"] = args.ssh_private_key
@@ -127,3 +140,16 @@ class GpuNode(pulumi.ComponentResource):
                 "preflight": self.preflight.stdout,
             }
         )
+
+
+def rollout_pause(k: int, seconds: float, batch: list[GpuNode]) -> LocalCommand:
+    """The wait after rollout batch ``k`` passed its gate: it runs again only when a host of that batch
+    changed (its inputs carry the batch's converge digests), so a no-op ``up`` does not wait."""
+    wait = f"{shlex.quote(sys.executable)} -c 'import sys, time; time.sleep(float(sys.argv[1]))' {seconds:g}"
+    return LocalCommand(
+        f"rollout-pause-{k}",
+        create=wait,
+        update=wait,
+        environment={"VLLM_FLEET_BATCH": json_digest([g.inputs_digest for g in batch])},
+        opts=pulumi.ResourceOptions(depends_on=[g.gate for g in batch]),
+    )

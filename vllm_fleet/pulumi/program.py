@@ -1,4 +1,8 @@
-"""The Pulumi program body: read stack config once, plan the fleet, register GpuNodes batch by batch.
+"""The Pulumi program body: read stack config once, plan the fleet, register GpuNodes.
+
+Hosts serving now are rolled in batches (a canary first, then ``rollout.batch_size``, each batch waiting for the
+last one's smoke gate and ``rollout.pause_s``); new hosts, with nothing to protect, are provisioned beside them,
+``rollout.provision_parallel`` at a time.
 
 The plan (validation, profiles, rendering) comes from the core through ``plan_cache``: an unchanged fleet reuses
 the plan computed last time, so a no-op `pulumi up` costs little more than the engine's own work.
@@ -12,10 +16,11 @@ from pathlib import Path
 import pulumi
 
 from vllm_fleet.digest import tree_files, update_with_files
-from vllm_fleet.fleet_plan import FleetError
+from vllm_fleet.fleet_plan import FleetError, NodeSpec
 from vllm_fleet.paths import project_root
-from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs
+from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs, rollout_pause
 from vllm_fleet.pulumi.plan_cache import cached_plan
+from vllm_fleet.pulumi.serving import serving_endpoints
 
 CONVERGE_INPUTS = ("roles", "playbooks", "templates", "ansible.cfg")
 
@@ -43,33 +48,45 @@ def run() -> None:
     digest = converge_digest()
     smoke = cfg.get_bool("smoke")
 
+    def node(spec: NodeSpec, after: list[pulumi.Resource]) -> GpuNode:
+        return GpuNode(
+            spec.name,
+            GpuNodeArgs(
+                node=spec,
+                ssh_private_key=ssh_key,
+                api_key=api_key,
+                converge_digest=digest,
+                role_vars=fleet.role_vars,
+                smoke=True if smoke is None else smoke,
+            ),
+            opts=pulumi.ResourceOptions(depends_on=after),
+        )
+
+    serving = serving_endpoints(n.endpoint for n in fleet.nodes)
+    rolling = [n for n in fleet.nodes if n.endpoint in serving]
+    new = [n for n in fleet.nodes if n.endpoint not in serving]
+    # Serving hosts: the canary, then batch after batch, each waiting for the last one's gate (and the pause).
     previous: list[pulumi.Resource] = []
-    table: list[dict[str, object]] = []
-    for batch in fleet.batches():
-        current: list[pulumi.Resource] = []
-        for node in batch:
-            gpu = GpuNode(
-                node.name,
-                GpuNodeArgs(
-                    node=node,
-                    ssh_private_key=ssh_key,
-                    api_key=api_key,
-                    converge_digest=digest,
-                    role_vars=fleet.role_vars,
-                    smoke=True if smoke is None else smoke,
-                ),
-                opts=pulumi.ResourceOptions(depends_on=previous),
-            )
-            current.append(gpu.gate)
-            table.append(
-                {
-                    "host": node.name,
-                    "endpoint": node.endpoint,
-                    "hardware": node.hardware,
-                    "profile": node.profile,
-                    "vllm_version": node.vllm_version,
-                    "config_hash": node.config_hash[:12],
-                }
-            )
-        previous = current
+    for k, batch in enumerate(fleet.batches(rolling)):
+        nodes = [node(n, previous) for n in batch]
+        previous = [g.gate for g in nodes]
+        if fleet.pause_s and k < len(fleet.batches(rolling)) - 1:
+            previous = [rollout_pause(k, fleet.pause_s, nodes)]
+    # New hosts: nothing to protect, provisioned beside the rollout, provision_parallel at a time.
+    wave: list[pulumi.Resource] = []
+    for batch in fleet.provision_waves(new):
+        wave = [node(n, wave).gate for n in batch]
+
+    table = [
+        {
+            "host": n.name,
+            "endpoint": n.endpoint,
+            "hardware": n.hardware,
+            "profile": n.profile,
+            "vllm_version": n.vllm_version,
+            "config_hash": n.config_hash[:12],
+            "rollout": "batch" if n.endpoint in serving else "new",
+        }
+        for n in fleet.nodes
+    ]
     pulumi.export("nodes", table)
