@@ -371,6 +371,48 @@ def audit_cmd(
     raise typer.Exit(exit_code(findings))
 
 
+@app.command("monitoring")
+def monitoring_cmd(
+    sources: Annotated[
+        list[Path] | None,
+        typer.Argument(help="A stack config (Pulumi.<stack>.yaml) or Ansible inventories; default: the lab fleet."),
+    ] = None,
+    profiles: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--profile", "-p", help="Instead of a fleet: rules and dashboards for these profiles, no targets."
+        ),
+    ] = None,
+    hosts: Annotated[str, typer.Option("--hosts", help="Inventory only: the group or host to monitor.")] = "vllm_nodes",
+    out_dir: Annotated[Path, typer.Option("--out", help="The directory to write.")] = Path("out/monitoring"),
+    runbook: Annotated[
+        str, typer.Option(help="Where docs/monitoring.md is served: each alert's runbook_url is this + #alert.")
+    ] = "docs/monitoring.md",
+) -> None:
+    """Prometheus targets (file_sd), recording and alerting rules and Grafana dashboards for a fleet, from the
+    metric table of each vLLM release it runs: DIR/prometheus.yml, targets/, rules/, dashboards/, NOTES.md."""
+    from vllm_fleet.fleet_plan import FleetError
+    from vllm_fleet.monitoring import MonitoredNode, profile_scopes, scopes_of, write_monitoring
+    from vllm_fleet.user_yaml import InputFileError
+
+    try:
+        if profiles:
+            nodes = None
+            scopes = profile_scopes([load_profile(p) for p in profiles])
+        else:
+            nodes = [MonitoredNode.from_desired(t.desired) for t in _audit_targets(sources, hosts)]
+            scopes = scopes_of(nodes)
+        written = write_monitoring(out_dir, scopes, nodes, runbook)
+    except ProfileError as e:
+        raise _fail(e, 2) from None
+    except (FleetError, InputFileError, ValueError) as e:
+        raise _fail(ValueError(str(e)), 2) from None
+    for path in written.files:
+        out.print(str(path), markup=False, highlight=False)
+    for note in written.notes:
+        err.print(f"note: {note.scope}: {note.message}", markup=False, highlight=False, soft_wrap=True)
+
+
 @app.command("bench")
 def bench_cmd(
     url: Annotated[str, typer.Argument(help="Base URL of the node.")],
