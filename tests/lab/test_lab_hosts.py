@@ -197,7 +197,7 @@ def test_inventory_files(lab: LabState) -> None:
     for h in lab.hosts:
         v = hosts[h.name]
         assert v["ansible_host"] == h.ip and v["ansible_user"] == "root"
-        assert v["vllm_fleet_hardware"] == "cpu-lab"
+        assert v["vllm_fleet_profile"] == "cpu-lab" and v["vllm_fleet_host_key"] == h.host_key
         assert "StrictHostKeyChecking=yes" in v["ansible_ssh_common_args"]
         assert str(lab.known_hosts) in v["ansible_ssh_common_args"]
     gv = yaml.safe_load((lab.inventory / "group_vars" / "all.yml").read_text())

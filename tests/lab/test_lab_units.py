@@ -98,6 +98,9 @@ def test_supervisor_stop_file_ends_the_loop(tmp_path: Path) -> None:
 
 def test_inventory_is_strict_ansible_yaml(tmp_path: Path) -> None:
     state = make_state(tmp_path)
+    for h in state.hosts:  # what write_identity leaves in a started host's directory
+        h.host_key_pub.parent.mkdir(parents=True, exist_ok=True)
+        h.host_key_pub.write_text(f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{h.index:0>39} root@{h.name}\n")
     written = inventory.write_inventory(state, tmp_path / "inventory")
     assert [p.name for p in written] == ["hosts.yml", "all.yml"]
     data = yaml.safe_load(written[0].read_text())
@@ -109,7 +112,8 @@ def test_inventory_is_strict_ansible_yaml(tmp_path: Path) -> None:
     assert node["ansible_ssh_private_key_file"] == str(state.ssh_key)
     assert f"UserKnownHostsFile={state.known_hosts}" in node["ansible_ssh_common_args"]
     assert "StrictHostKeyChecking=yes" in node["ansible_ssh_common_args"]
-    assert node["vllm_fleet_hardware"] == "cpu-lab"
+    assert node["vllm_fleet_profile"] == "cpu-lab" and "vllm_fleet_hardware" not in node  # inventories may not set it
+    assert node["vllm_fleet_host_key"] == state.hosts[0].host_key and "root@" not in node["vllm_fleet_host_key"]
     gv = yaml.safe_load(written[1].read_text())
     assert gv["lab_mirror_url"] == "http://172.31.254.1:8765"
     assert gv["lab_mirror_port"] == 8765

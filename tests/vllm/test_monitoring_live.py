@@ -51,7 +51,8 @@ HOST = "vllm-live"
 """The node's name: the `host` label of its target (HostSpec names are [a-z0-9-])."""
 SPECULATIVE_ONLY = (mseries.SPEC_ACCEPTANCE_RATIO, mseries.SPEC_TOKENS_PER_DRAFT, mseries.SLO_SPEC_ACCEPTANCE)
 """Recorded series that by design exist only for profiles with speculation (cpu-lab has none)."""
-DEADLINE_S = 30.0
+DEADLINE_S = 20.0
+"""Each wait on Prometheus (ready, a scrape, a reload, an alert state): typically 1-3 s."""
 
 
 def node_for(url: str, prof: DecodeProfile) -> MonitoredNode:
@@ -133,7 +134,7 @@ def complete(vllm_url: str, model: str, n: int, max_tokens: int = 16) -> None:
 
     def one(i: int) -> None:
         body = {"model": model, "prompt": f"The fleet of servers number {i} says", "max_tokens": max_tokens}
-        r = httpx.post(f"{vllm_url}/v1/completions", json=body, timeout=120)
+        r = httpx.post(f"{vllm_url}/v1/completions", json=body, timeout=30)
         r.raise_for_status()
 
     with ThreadPoolExecutor(4) as pool:
@@ -144,6 +145,7 @@ def complete(vllm_url: str, model: str, n: int, max_tokens: int = 16) -> None:
 def prom(healthy_server: tuple[str, DecodeProfile], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     assert PROMETHEUS is not None
     url, prof = healthy_server
+    started = time.monotonic()
     out = tmp_path_factory.mktemp("monitoring")
     node = node_for(url, prof)
     write(out, node)
@@ -174,6 +176,7 @@ def prom(healthy_server: tuple[str, DecodeProfile], tmp_path_factory: pytest.Tem
             lambda: [s for s in p.query(mseries.GENERATION_TOKENS_RATE) if float(s["value"][1]) > 0],
         )
         time.sleep(3)  # a few more scrapes and evaluations after the load
+        print(f"Prometheus up, scraped, load sent and recorded in {time.monotonic() - started:.1f} s")
         yield p
     finally:
         proc.terminate()
