@@ -73,45 +73,41 @@ def serving_lab(first_converge: PlaybookResult, site: Any) -> Any:
     return site
 
 
+def faulty_rollout(site: Any, change: dict[str, Any]) -> tuple[PlaybookResult, dict[str, dict[str, Any]]]:
+    """Roll the lab profile's config with ``change`` applied, under load; the result and the hosts before it.
+    The faulty rollout must fail, and no request through the router may."""
+    before = snapshot(site)
+    with LoadClient(site.router_url, MODEL) as load:
+        result = rollout(site, {**render(lab_profile()).config, **change}, lab_profile())
+    assert not result.ok
+    assert load.report.failed == [] and load.report.ok > 0, load.report
+    return result, before
+
+
 def test_a_config_the_parser_rejects_restarts_no_host(serving_lab: Any) -> None:
     site = serving_lab
-    before = snapshot(site)
-    bad = {**render(lab_profile()).config, "max-num-seqs": "many"}
-    with LoadClient(site.router_url, MODEL) as load:
-        result = rollout(site, bad, lab_profile())
-    assert not result.ok
+    result, before = faulty_rollout(site, {"max-num-seqs": "many"})
     assert result.count("failures", site.state.hosts[0].name) == 1  # the canary refused it, before any restart
     assert snapshot(site) == before  # no host restarted, no config or journal written
-    assert load.report.failed == [] and load.report.ok > 0, load.report
     assert_all_pass_smoke(site, dict.fromkeys(before, lab_profile()))
 
 
 def test_a_config_that_fails_at_start_rolls_the_canary_back(serving_lab: Any) -> None:
     site = serving_lab
-    before = snapshot(site)
     # vLLM's parser and engine config accept it (check_config.py --engine-config, measured); the engine raises
     # after loading the weights: "No available memory for the cache blocks" in 4 KiB.
-    doomed = {**render(lab_profile()).config, "kv-cache-memory-bytes": 4096}
-    with LoadClient(site.router_url, MODEL) as load:
-        result = rollout(site, doomed, lab_profile())
-    assert not result.ok
+    result, before = faulty_rollout(site, {"kv-cache-memory-bytes": 4096})
     assert result.count("failures", site.state.hosts[0].name) >= 1
     assert_canary_failed_the_rest_untouched(site, before, "rolled-back")
-    assert load.report.failed == [] and load.report.ok > 0, load.report
     assert_all_pass_smoke(site, dict.fromkeys(before, lab_profile()))
 
 
 def test_a_config_that_fails_the_smoke_test_rolls_the_canary_back(serving_lab: Any) -> None:
     site = serving_lab
-    before = snapshot(site)
     # It starts and answers /health, but under another model name than the profile's: the smoke gate fails.
-    renamed = {**render(lab_profile()).config, "served-model-name": "not-the-lab-model"}
-    with LoadClient(site.router_url, MODEL) as load:
-        result = rollout(site, renamed, lab_profile())
-    assert not result.ok
+    _, before = faulty_rollout(site, {"served-model-name": "not-the-lab-model"})
     assert "not-the-lab-model" not in config_of(_ssh(site, site.state.hosts[0]))
     assert_canary_failed_the_rest_untouched(site, before, "rolled-back")
-    assert load.report.failed == [] and load.report.ok > 0, load.report
     assert_all_pass_smoke(site, dict.fromkeys(before, lab_profile()))
 
 
