@@ -1,6 +1,10 @@
-"""Run the Pulumi program with the locally built engine, offline: file backend, passphrase secrets.
+"""Run the Pulumi program with the locally built engine, offline: a DIY backend, passphrase secrets.
 
-The Automation API drives the same `pulumi` CLI a user would run; nothing talks to Pulumi Cloud.
+The Automation API drives the same `pulumi` CLI a user would run; nothing talks to Pulumi Cloud. The backend is a
+setting: ``file://`` under the cache by default (one controller, the lab), or ``VLLM_FLEET_PULUMI_BACKEND`` — a
+``postgres://`` URL for a team sharing one fleet (Pulumi's DIY PostgreSQL backend, with its stack locks), or
+another ``file://`` directory. ``VLLM_FLEET_PULUMI_PASSPHRASE_FILE`` names the passphrase file the team shares
+(default: one generated under the cache); secrets in state stay encrypted with it, whatever the backend.
 """
 
 from __future__ import annotations
@@ -18,20 +22,45 @@ from typing import Any
 
 from vllm_fleet.paths import cache_dir, project_root
 
+BACKEND_ENV = "VLLM_FLEET_PULUMI_BACKEND"
+PASSPHRASE_ENV = "VLLM_FLEET_PULUMI_PASSPHRASE_FILE"  # noqa: S105 (a variable name, not a secret)
+BACKEND_SCHEMES = ("file://", "postgres://")
+"""DIY backends only: state never goes to Pulumi Cloud (an http(s) URL) by accident."""
+
+
+def backend_url(env: dict[str, str] | None = None) -> str | None:
+    """The team's backend from ``VLLM_FLEET_PULUMI_BACKEND``, or None (the default ``file://`` state dir)."""
+    value = (os.environ if env is None else env).get(BACKEND_ENV, "").strip()
+    if not value:
+        return None
+    if not value.startswith(BACKEND_SCHEMES):
+        raise ValueError(
+            f"{BACKEND_ENV} must be a file:// or postgres:// URL (a DIY backend; never Pulumi Cloud), got "
+            f"{value.split('://', 1)[0] + '://…' if '://' in value else 'no URL'}"
+        )
+    return value
+
 
 @dataclass(frozen=True)
 class Engine:
     bin_dir: Path
     home: Path
     backend: Path
+    """The file backend's directory (the default backend, and where stale lock files are looked for)."""
     passphrase_file: Path
+    backend_url: str | None = None
+    """A ``postgres://`` (or other ``file://``) backend instead of ``backend``."""
+
+    @property
+    def url(self) -> str:
+        return self.backend_url or f"file://{self.backend}"
 
     def env(self) -> dict[str, str]:
         return {
             # The engine first, then this interpreter's venv: dynamic providers run `python3` from PATH.
             "PATH": f"{self.bin_dir}:{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "PULUMI_HOME": str(self.home),
-            "PULUMI_BACKEND_URL": f"file://{self.backend}",
+            "PULUMI_BACKEND_URL": self.url,
             "PULUMI_CONFIG_PASSPHRASE_FILE": str(self.passphrase_file),
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
@@ -47,14 +76,25 @@ def ensure_engine(log: Callable[[str], None] = print) -> Engine:
         [str(project_root() / "tools" / "build_pulumi_engine.sh")], check=True, capture_output=True, text=True
     ).stdout
     bin_dir = Path(out.strip().splitlines()[-1])
+    url = backend_url()
     state = cache_dir() / "pulumi-state"
+    if url and url.startswith("file://"):
+        state, url = Path(url.removeprefix("file://")), None
     state.mkdir(parents=True, exist_ok=True)
-    passphrase = cache_dir() / "pulumi-passphrase"
-    if not passphrase.exists():
-        fd = os.open(passphrase, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_hex(24))
-    return Engine(bin_dir=bin_dir, home=bin_dir.parent / "home", backend=state, passphrase_file=passphrase)
+    shared = os.environ.get(PASSPHRASE_ENV)
+    if shared:
+        passphrase = Path(shared)
+        if not passphrase.is_file():
+            raise FileNotFoundError(f"{PASSPHRASE_ENV}={shared}: no such file (the team's stack passphrase)")
+    else:
+        passphrase = cache_dir() / "pulumi-passphrase"
+        if not passphrase.exists():
+            fd = os.open(passphrase, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(24))
+    return Engine(
+        bin_dir=bin_dir, home=bin_dir.parent / "home", backend=state, passphrase_file=passphrase, backend_url=url
+    )
 
 
 def stack(engine: Engine, name: str) -> Any:
@@ -142,7 +182,13 @@ def stale_locks(backend: Path, project: str, stack_name: str, hostname: str | No
 
 def clear_stale_locks(engine: Engine, stack_name: str, log: Callable[[str], None] = print) -> list[Path]:
     """Remove the stack's stale locks (see stale_locks), as `pulumi cancel` would for a service backend: a run
-    killed mid-rollout must not block the run that finishes it. The hosts' own journals say where it stopped."""
+    killed mid-rollout must not block the run that finishes it. The hosts' own journals say where it stopped.
+
+    File backend only: a PostgreSQL backend's locks are rows other controllers share; a lock left by a killed
+    run there is removed with `pulumi cancel` by whoever knows that run is gone (the lock names its host and pid).
+    """
+    if engine.backend_url:
+        return []
     locks = stale_locks(engine.backend, "vllm-fleet", stack_name)
     for lock in locks:
         log(f"pulumi: removing the lock of a killed run ({lock.name}: its process is gone)")

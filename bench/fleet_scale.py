@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""`pulumi preview` of generated fleets (10, 200, 1000 hosts) vs an engine-floor program of the same shape.
+
+    .venv/bin/python bench/fleet_scale.py [--hosts 10,200,500,1000] [--rounds 2] [--profile DIR]
+
+Each fleet is a stack config like Pulumi.example.yaml: the 4 built-in GPU profiles in turn (two with per-host
+overrides), the example's role_vars, ``batch_size: 10``, a valid pinned ed25519 host_key per host, addresses in
+198.18.0.0/15 (RFC 2544's benchmarking net, never routed) so no host is reached: each counts as new. The floor is
+a Python program on the same CLI, language host, provider and venv that registers the same resources (one
+ComponentResource with 3 `vllm-fleet-command` resources per host) with small inputs and nothing else.
+
+For each: wall time of `pulumi preview` (the best of ``--rounds``, after a cold run that fills the plan cache),
+and the peak memory of the whole process tree (the sum of VmRSS of `pulumi` and its descendants, sampled every
+20 ms; the `pulumi` CLI's own peak beside it). Prints the ratios; goal at 200 hosts: ≤ 1.5× time, ≤ 2× memory.
+The program is previewed as is and with PULUMI_SKIP_CHECKPOINTS=true ("no-ckpt"): the engine (3.274) serialises
+and re-encrypts the whole snapshot after every step even in a preview, which costs O(steps × secret state); the
+plain run stops at ``--plain-max`` hosts. A fleet whose config is over 128 KiB (≈ 560 hosts) cannot run at all.
+``--profile DIR`` also runs the program under cProfile inside the language host (DIR/<n>.prof).
+Everything lives in a temporary directory: its own file:// backend and plan cache; nothing of the checkout's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vllm_fleet.deploy import ensure_engine
+from vllm_fleet.paths import project_root
+
+PROFILES: list[tuple[str, str, dict[str, Any]]] = [
+    ("rtx4090", "rtx4090-qwen2.5-7b-spec", {"max_num_seqs": 16}),
+    ("rtx4090", "rtx4090-qwen2.5-7b-awq-fp8kv", {}),
+    ("l40", "l40-qwen2.5-14b-spec", {"max_num_seqs": 4, "max_num_batched_tokens": 16384}),
+    ("h100-sxm", "h100-sxm-llama3.1-8b-eagle3", {}),
+]
+
+FLOOR_PROGRAM = '''"""The engine's floor: vllm-fleet's resource shape (a component, 3 commands), small inputs."""
+import pulumi
+
+from vllm_fleet.pulumi.commands import LocalCommand, RemoteCommand
+
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB"
+
+
+class Node(pulumi.ComponentResource):
+    def __init__(self, name: str) -> None:
+        super().__init__("floor:index:Node", name, None)
+        child = pulumi.ResourceOptions(parent=self)
+        connection = {"host": "198.18.0.1", "host_key": HOST_KEY}
+        RemoteCommand(f"{name}-preflight", create="true", connection=connection, opts=child)
+        LocalCommand(f"{name}-converge", create="true", opts=child)
+        LocalCommand(f"{name}-smoke", create="true", opts=child)
+        self.register_outputs({})
+
+
+for i in range(pulumi.Config().require_int("hosts")):
+    Node(f"h{i}")
+'''
+
+CONFIG_LIMIT = 128 * 1024 - 1024
+"""The language host gets the stack config in one environment variable (PULUMI_CONFIG); Linux refuses one over
+128 KiB (MAX_ARG_STRLEN: `fork/exec …/python: argument list too long`), the rest of the config counted in."""
+
+PROFILED_MAIN = """import cProfile
+import os
+
+from vllm_fleet.pulumi.program import run
+
+cProfile.run("run()", os.environ["VLLM_FLEET_BENCH_PROFILE"])
+"""
+
+
+def host_key(i: int) -> str:
+    """A well-formed ssh-ed25519 public key (wire format: the type, then 32 key bytes), unique per host."""
+    kind = b"ssh-ed25519"
+    key = i.to_bytes(32, "big")
+    wire = len(kind).to_bytes(4, "big") + kind + len(key).to_bytes(4, "big") + key
+    return f"ssh-ed25519 {base64.b64encode(wire).decode()}"
+
+
+def fleet(n: int) -> dict[str, Any]:
+    example = yaml.safe_load((project_root() / "Pulumi.example.yaml").read_text())["config"]["vllm-fleet:fleet"]
+    hosts = []
+    for i in range(n):
+        hardware, profile, overrides = PROFILES[i % len(PROFILES)]
+        host: dict[str, Any] = {
+            "name": f"gpu-{i:04d}",
+            "address": f"198.18.{i // 250}.{i % 250 + 1}",
+            "host_key": host_key(i + 1),
+            "hardware": hardware,
+            "profile": profile,
+        }
+        if overrides:
+            host["overrides"] = dict(overrides)
+        hosts.append(host)
+    return {"rollout": {"batch_size": 10}, "role_vars": example["role_vars"], "hosts": hosts}
+
+
+@dataclass
+class Run:
+    seconds: float
+    tree_mb: float
+    cli_mb: float
+    out: str
+
+
+def _rss_kb(pid: int) -> tuple[int, str]:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return 0, ""
+    name, rss = "", 0
+    for line in text.splitlines():
+        if line.startswith("Name:"):
+            name = line.split()[1]
+        elif line.startswith("VmRSS:"):
+            rss = int(line.split()[1])
+    return rss, name
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out += [int(c) for c in (task / "children").read_text(encoding="ascii").split()]
+    except OSError:
+        pass
+    return out
+
+
+def measured(argv: list[str], cwd: Path, env: dict[str, str]) -> Run:
+    """Run ``argv``; wall time and the peak RSS of its process tree (summed) and of the root process."""
+    peak = {"tree": 0, "root": 0}
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            todo, total = [proc.pid], 0
+            while todo:
+                pid = todo.pop()
+                rss, _name = _rss_kb(pid)
+                total += rss
+                if pid == proc.pid:
+                    peak["root"] = max(peak["root"], rss)
+                todo += _children(pid)
+            peak["tree"] = max(peak["tree"], total)
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, _ = proc.communicate()
+    elapsed = time.monotonic() - start
+    done.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed in {cwd}:\n{out[-4000:]}")
+    return Run(elapsed, peak["tree"] / 1024, peak["root"] / 1024, out)
+
+
+class Bench:
+    def __init__(self, tmp: Path, profile_dir: Path | None) -> None:
+        engine = ensure_engine(lambda _m: None)
+        self.tmp = tmp
+        self.profile_dir = profile_dir
+        (tmp / "state").mkdir()
+        self.env = {
+            **os.environ,
+            **engine.env(),
+            "PULUMI_BACKEND_URL": f"file://{tmp / 'state'}",
+            "VLLM_FLEET_CACHE": str(tmp / "cache"),
+        }
+        passphrase = tmp / "passphrase"
+        passphrase.write_text("bench")
+        self.env["PULUMI_CONFIG_PASSPHRASE_FILE"] = str(passphrase)
+        venv = Path(sys.executable).parent.parent
+        runtime = {"name": "python", "options": {"toolchain": "pip", "virtualenv": str(venv)}}
+        self.program = tmp / "program"
+        self.floor = tmp / "floor"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "id")], check=True)
+        self.ssh_key = (tmp / "id").read_text()
+        for d, name in ((self.program, "vllm-fleet"), (self.floor, "vllm-fleet-floor")):
+            d.mkdir()
+            (d / "Pulumi.yaml").write_text(yaml.safe_dump({"name": name, "runtime": runtime}))
+        shutil.copy(project_root() / "__main__.py", self.program / "__main__.py")
+        (self.floor / "__main__.py").write_text(FLOOR_PROGRAM)
+
+    def pulumi(self, cwd: Path, *args: str, stdin: str | None = None) -> None:
+        subprocess.run(
+            ["pulumi", *args], cwd=cwd, env=self.env, check=True, capture_output=True, text=True, input=stdin
+        )
+
+    def stack(self, cwd: Path, name: str, config: dict[str, Any], secret: dict[str, str]) -> None:
+        self.pulumi(cwd, "stack", "init", name, "--secrets-provider", "passphrase")
+        path = cwd / f"Pulumi.{name}.yaml"
+        data = yaml.safe_load(path.read_text()) or {}
+        data["config"] = config
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        for key, value in secret.items():
+            self.pulumi(cwd, "config", "set", "--secret", "--stack", name, key, stdin=value)
+
+    def preview(self, cwd: Path, name: str, extra: dict[str, str] | None = None) -> Run:
+        argv = ["pulumi", "preview", "--stack", name, "--non-interactive", "--color", "never"]
+        return measured(argv, cwd, {**self.env, **(extra or {})})
+
+    def measure(self, n: int, rounds: int, plain_max: int) -> dict[str, Any] | None:
+        name = f"scale-{n}"
+        if len(json.dumps(fleet(n))) > CONFIG_LIMIT:
+            return None
+        self.stack(
+            self.program,
+            name,
+            {"vllm-fleet:fleet": fleet(n), "vllm-fleet:smoke": True},
+            {"vllm-fleet:sshPrivateKey": self.ssh_key, "vllm-fleet:apiKey": "k" * 48},
+        )
+        self.stack(self.floor, name, {"vllm-fleet-floor:hosts": n}, {})
+        skip = {"PULUMI_SKIP_CHECKPOINTS": "true"}
+        cold = self.preview(self.program, name, skip)  # fills the plan cache
+
+        def best(cwd: Path, extra: dict[str, str] | None = None) -> Run:
+            return min((self.preview(cwd, name, extra) for _ in range(rounds)), key=lambda r: r.seconds)
+
+        program = best(self.program) if n <= plain_max else None
+        skipped = best(self.program, skip)
+        floor = best(self.floor)
+        resources = 1 + 4 * n
+        for run in (program, skipped):
+            if run and f"{resources} to create" not in run.out:
+                raise SystemExit(f"program preview of {n} hosts: expected {resources} creates:\n{run.out[-2000:]}")
+        if self.profile_dir:
+            self.profile_dir.mkdir(parents=True, exist_ok=True)
+            prof = self.profile_dir / f"{n}.prof"
+            (self.program / "__main__.py").write_text(PROFILED_MAIN)
+            try:
+                self.preview(self.program, name, {"VLLM_FLEET_BENCH_PROFILE": str(prof)})
+            finally:
+                shutil.copy(project_root() / "__main__.py", self.program / "__main__.py")
+        return {"hosts": n, "resources": resources, "cold": cold, "program": program, "skip": skipped, "floor": floor}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hosts", default="10,200,500,1000", help="comma-separated fleet sizes")
+    ap.add_argument("--rounds", type=int, default=2, help="timed previews of each (the best is shown)")
+    ap.add_argument("--profile", type=Path, help="also write cProfile output of the program to this dir")
+    ap.add_argument(
+        "--plain-max",
+        type=int,
+        default=200,
+        help="largest fleet previewed with the engine's per-step checkpoints (they cost O(steps × secret state))",
+    )
+    ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.hosts.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="vllm-fleet-scale-") as tmp:
+        bench = Bench(Path(tmp), args.profile)
+        print(
+            f"{'hosts':>5} {'res':>5} | {'program s':>9} {'MB':>5} {'cli MB':>6} | {'no-ckpt s':>9} {'MB':>5} "
+            f"{'cli MB':>6} | {'floor s':>7} {'MB':>5} {'cli MB':>6} | {'time':>6} {'memory':>6} | "
+            f"{'no-ckpt:':>8} {'time':>6} {'memory':>6}",
+            flush=True,
+        )
+        for n in sizes:
+            r = bench.measure(n, args.rounds, args.plain_max)
+            if r is None:
+                size = len(json.dumps(fleet(n))) // 1024
+                print(
+                    f"{n:>5} {1 + 4 * n:>5} | not runnable: its fleet config is {size} KiB, over the 128 KiB",
+                    flush=True,
+                )
+                print("      a single environment variable may hold (PULUMI_CONFIG, see docs/scale.md)", flush=True)
+                rows.append({"hosts": n, "resources": 1 + 4 * n, "config_kib": size, "runnable": False})
+                continue
+            p, k, f = r["program"], r["skip"], r["floor"]
+            row: dict[str, Any] = {
+                "hosts": n,
+                "resources": r["resources"],
+                "program_cold_s": round(r["cold"].seconds, 2),
+            }
+            for key, run in (("program", p), ("no_checkpoints", k), ("floor", f)):
+                if run:
+                    row |= {f"{key}_s": round(run.seconds, 2), f"{key}_mb": round(run.tree_mb)}
+                    row[f"{key}_cli_mb"] = round(run.cli_mb)
+            plain = (
+                f"{p.seconds:>9.2f} {p.tree_mb:>5.0f} {p.cli_mb:>6.0f}" if p else f"{'(not run)':>9} {'':>5} {'':>6}"
+            )
+            ratios = f"{p.seconds / f.seconds:>5.2f}× {p.tree_mb / f.tree_mb:>5.2f}×" if p else f"{'':>6} {'':>6}"
+            if p:
+                row |= {"time_ratio": round(p.seconds / f.seconds, 2), "memory_ratio": round(p.tree_mb / f.tree_mb, 2)}
+            row |= {
+                "no_checkpoints_time_ratio": round(k.seconds / f.seconds, 2),
+                "no_checkpoints_memory_ratio": round(k.tree_mb / f.tree_mb, 2),
+            }
+            print(
+                f"{n:>5} {r['resources']:>5} | {plain} | {k.seconds:>9.2f} {k.tree_mb:>5.0f} {k.cli_mb:>6.0f} | "
+                f"{f.seconds:>7.2f} {f.tree_mb:>5.0f} {f.cli_mb:>6.0f} | {ratios} | {'':>8} "
+                f"{k.seconds / f.seconds:>5.2f}× {k.tree_mb / f.tree_mb:>5.2f}×",
+                flush=True,
+            )
+            rows.append(row)
+    print("goal at 200 hosts: time ≤ 1.5×, memory ≤ 2× the floor's (MB: the process tree, pulumi + language host")
+    print("+ plugins; cli MB: `pulumi` alone). no-ckpt: the same preview with PULUMI_SKIP_CHECKPOINTS=true")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
