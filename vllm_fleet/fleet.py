@@ -244,10 +244,6 @@ def resolve_fleet(spec: FleetSpec) -> list[NodePlan]:
     return nodes
 
 
-def batches(nodes: list[NodePlan], size: int) -> list[list[NodePlan]]:
-    return [nodes[i : i + size] for i in range(0, len(nodes), size)]
-
-
 def node_spec(node: NodePlan) -> NodeSpec:
     host = node.host
     return NodeSpec(

@@ -67,10 +67,11 @@ def run() -> None:
     new = [n for n in fleet.nodes if n.endpoint not in serving]
     # Serving hosts: the canary, then batch after batch, each waiting for the last one's gate (and the pause).
     previous: list[pulumi.Resource] = []
-    for k, batch in enumerate(fleet.batches(rolling)):
+    batches = fleet.batches(rolling)
+    for k, batch in enumerate(batches):
         nodes = [node(n, previous) for n in batch]
         previous = [g.gate for g in nodes]
-        if fleet.pause_s and k < len(fleet.batches(rolling)) - 1:
+        if fleet.pause_s and k < len(batches) - 1:
             previous = [rollout_pause(k, fleet.pause_s, nodes)]
     # New hosts: nothing to protect, provisioned beside the rollout, provision_parallel at a time.
     wave: list[pulumi.Resource] = []
