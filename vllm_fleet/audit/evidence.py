@@ -113,28 +113,42 @@ class BundleError(ValueError):
 
 
 def read_bundle(root: Path) -> list[tuple[Desired, HostEvidence, dict[str, str]]]:
-    """Every host of a bundle, each file checked against the manifest; (desired, evidence, manifest of the host)."""
+    """Every host of a bundle, each file checked against the manifest; (desired, evidence, manifest of the host).
+
+    Linear in the bundle: the manifest is grouped by host once, and each file is read once (checked, then used)."""
     try:
         manifest: dict[str, str] = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise BundleError(f"{root}: no readable {MANIFEST}: {err}") from None
+    by_host: dict[str, dict[str, str]] = {}
+    texts: dict[str, str] = {}
     for rel, digest in manifest.items():
         path = root / rel
-        if not path.is_file() or sha256_text(path.read_text(encoding="utf-8", errors="surrogateescape")) != digest:
+        text = path.read_text(encoding="utf-8", errors="surrogateescape") if path.is_file() else None
+        if text is None or sha256_text(text) != digest:
             raise BundleError(f"{root}/{rel}: missing or changed since the audit (sha256 differs from {MANIFEST})")
-    hosts = sorted({rel.split("/", 1)[0] for rel in manifest if "/" in rel})
+        if "/" in rel:
+            by_host.setdefault(rel.split("/", 1)[0], {})[rel] = digest
+            texts[rel] = text
     out = []
-    for host in hosts:
-        desired = Desired(**json.loads((root / host / "desired.json").read_text()))
-        meta = json.loads((root / host / "meta.json").read_text())
+    for host in sorted(by_host):
+        desired = Desired(**json.loads(texts.get(f"{host}/desired.json") or _read(root / host / "desired.json")))
+        meta = json.loads(texts.get(f"{host}/meta.json") or _read(root / host / "meta.json"))
         http_meta: dict[str, dict[str, Any]] = meta.pop("http", {})
         ev = HostEvidence(**meta)
-        for rel in manifest:
+        for rel in by_host[host]:
             parts = rel.split("/")
-            if parts[0] == host and parts[1] == "remote":
-                ev.remote[parts[2]] = (root / rel).read_text(encoding="utf-8", errors="surrogateescape")
+            if len(parts) > 2 and parts[1] == "remote":
+                ev.remote[parts[2]] = texts[rel]
         for endpoint, result in http_meta.items():
-            body = root / host / "http" / _http_name(endpoint)
-            ev.http[endpoint] = {**result, **({"body": body.read_text()} if body.is_file() else {})}
-        out.append((desired, ev, {rel: d for rel, d in manifest.items() if rel.startswith(f"{host}/")}))
+            rel = f"{host}/http/{_http_name(endpoint)}"
+            body = texts.get(rel)
+            if body is None and (root / rel).is_file():  # a body the manifest does not list (as before: read)
+                body = _read(root / rel)
+            ev.http[endpoint] = {**result, **({"body": body} if body is not None else {})}
+        out.append((desired, ev, by_host[host]))
     return out
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="surrogateescape")
