@@ -1,31 +1,90 @@
 """`vllm-fleet bench`: a decode concurrency sweep against a live node, beside the planner's roofline.
 
 At each concurrency C, C clients each stream ``requests_per_client`` completions of ``max_tokens`` tokens
-(ignore_eos, temperature 0). Per level: tokens/s per user (completion tokens / request latency), aggregate
-tokens/s (all completion tokens / wall time), and TTFT / ITL percentiles from the node's own histograms
-(`/metrics` deltas over the level: streamed chunks coalesce on the wire, so client-side gaps understate ITL) —
-beside the planner's roofline for a batch of C.
+(ignore_eos, temperature 0). Latency is timed at the client, from each request's own stream, as vLLM's
+`vllm bench serve` times it (``vllm/benchmarks/lib/endpoint_request_func.py``): TTFT = arrival of the first chunk
+− send; ITL = the gaps between successive chunks (pooled over all requests); TPOT per request = (latency − TTFT) /
+(output tokens − 1), the per-token figure a user sees when one chunk carries several tokens (speculation).
+
+The node's own histograms (`/metrics` before and after the level) are reported beside them as what they can say:
+the bucket that holds p50 and p95, never a figure interpolated inside it (with every observation in vLLM's
+first ITL bucket, interpolation invents one). Where a histogram's first bucket holds half of the observations,
+a note gives the `custom_histogram_buckets` entry that resolves them, where the release has the flag.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
+from rich.table import Table
 
 from vllm_fleet.catalog import load_hardware, load_model
+from vllm_fleet.monitoring.buckets import CUSTOM_BUCKETS_ARG
+from vllm_fleet.monitoring.signals import BUCKET_FAMILY, Signal, release_metrics
 from vllm_fleet.planner import Plan, plan, step_time_s
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.smoke import served_name
-from vllm_fleet.smoke_checks import Scrape, histogram_quantile, parse_scrape
-from vllm_fleet.vllm import metrics_table
+from vllm_fleet.smoke_checks import Scrape, parse_scrape
+from vllm_fleet.tables import table
+from vllm_fleet.vllm import flags, metrics_table
 
 PROMPT = "Write a long story about a lighthouse keeper who counts the ships that pass each night:"
+ENGINE_STEPS_FAMILY = "vllm:iteration_tokens_total"
+"""A histogram of tokens per engine step: its count is the number of steps (batching: fewer steps than tokens)."""
+SERVER_SIGNALS: tuple[Signal, ...] = ("ttft", "itl", "tpot")
+
+
+@dataclass(frozen=True)
+class StreamTiming:
+    """One streamed completion, timed at the client as `vllm bench serve` times it."""
+
+    output_tokens: int
+    ttft_s: float
+    latency_s: float
+    itl_s: tuple[float, ...]
+    """Gaps between successive chunks after the first (one chunk may carry several tokens)."""
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean time per output token after the first: (latency − TTFT) / (tokens − 1)."""
+        return (self.latency_s - self.ttft_s) / (self.output_tokens - 1) if self.output_tokens > 1 else None
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One histogram bucket ``(lower_s, upper_s]``; ``upper_s`` None is +Inf."""
+
+    lower_s: float
+    upper_s: float | None
+
+    def contains(self, value_s: float) -> bool:
+        return self.lower_s < value_s and (self.upper_s is None or value_s <= self.upper_s)
+
+    def describe(self) -> str:
+        """``≤ 0.01 s (bucket 0–0.01 s)``: what the histogram can say, no more."""
+        if self.upper_s is None:
+            return f"> {self.lower_s:g} s (bucket {self.lower_s:g} s–+Inf)"
+        return f"≤ {self.upper_s:g} s (bucket {self.lower_s:g}–{self.upper_s:g} s)"
+
+
+@dataclass(frozen=True)
+class ServerLatency:
+    """What the node's histogram of one latency says about a level: counts and quantile buckets."""
+
+    signal: Signal
+    family: str
+    observations: int
+    p50: Bucket | None
+    p95: Bucket | None
+    bounds_s: tuple[float, ...]
+    """The histogram's finite boundaries on the node (the scrape's own ``le`` labels)."""
 
 
 @dataclass
@@ -40,8 +99,24 @@ class Level:
     ttft_p95_s: float
     itl_p50_s: float
     itl_p95_s: float
+    tpot_p50_s: float
+    tpot_p95_s: float
+    """Client-side figures (seconds): p50/p95 over requests (TTFT, TPOT) and over all chunk gaps (ITL)."""
+    itl_gaps: int
+    """Client-side ITL observations (chunk gaps) in the level."""
     roofline_per_user_tokens_per_s: float
     roofline_aggregate_tokens_per_s: float
+    server: dict[str, ServerLatency] = field(default_factory=dict)
+    """The node's TTFT, ITL and TPOT histograms over the level (signals the release exposes)."""
+    engine_steps: int | None = None
+    """Engine steps over the level (``vllm:iteration_tokens_total`` count); None where the release lacks it."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def aggregate_roofline_share(self) -> float:
+        """Measured aggregate tokens/s as a share of the planner's roofline."""
+        roof = self.roofline_aggregate_tokens_per_s
+        return self.aggregate_tokens_per_s / roof if roof else 0.0
 
 
 @dataclass
@@ -57,57 +132,128 @@ class Sweep:
 
     @property
     def batching_gain(self) -> float:
-        """Aggregate tokens/s at the highest concurrency over concurrency 1."""
+        """Aggregate tokens/s at the highest concurrency over the lowest."""
         first, last = self.levels[0], self.levels[-1]
         return last.aggregate_tokens_per_s / first.aggregate_tokens_per_s if first.aggregate_tokens_per_s else 0.0
 
 
-Result = tuple[int, float]
-"""(completion tokens, request latency in seconds) of one request; TTFT/ITL come from the node's histograms."""
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0–100) with linear interpolation between samples (numpy's default, as `vllm bench
+    serve` reports them); 0.0 for no samples."""
+    if not values:
+        return 0.0
+    if len(values) == 1 or q <= 0:
+        return min(values)
+    if q >= 100:
+        return max(values)
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q) - 1]
+
+
+def quantile_bucket(q: float, cumulative: list[tuple[float, float]]) -> Bucket | None:
+    """The bucket holding rank q·count of a cumulative histogram ``[(le, count), …]`` (as Prometheus's
+    histogram_quantile picks it), without interpolating inside it; None when the histogram is empty."""
+    if not cumulative or cumulative[-1][1] <= 0:
+        return None
+    rank = q * cumulative[-1][1]
+    lower = 0.0
+    for bound, count in cumulative:
+        if count >= rank:
+            return Bucket(lower, None if math.isinf(bound) else bound)
+        lower = bound
+    return Bucket(lower, None)
 
 
 def _scrape(url: str, headers: dict[str, str]) -> Scrape:
     return parse_scrape(httpx.get(f"{url}/metrics", headers=headers, timeout=10).raise_for_status().text)
 
 
-def _server_quantiles(profile: DecodeProfile, after: Scrape, before: Scrape, concern: str) -> tuple[float, float]:
-    """(p50, p95) seconds from the node's histogram for ``concern`` over one level."""
-    spec = metrics_table.family_for(profile.vllm_version, concern)
+def _delta(after: Scrape, before: Scrape, family: str) -> list[tuple[float, float]]:
+    old = dict(before.buckets(family))
+    return [(le, n - old.get(le, 0.0)) for le, n in after.buckets(family)]
+
+
+def server_latency(profile: DecodeProfile, after: Scrape, before: Scrape) -> dict[str, ServerLatency]:
+    """The node's latency histograms over one level: observation counts and the p50/p95 buckets."""
+    metrics = release_metrics(profile.vllm_version)
+    out: dict[str, ServerLatency] = {}
+    for signal in SERVER_SIGNALS:
+        spec = metrics.get(signal)
+        if spec is None:
+            continue
+        delta = _delta(after, before, spec.name)
+        if not delta:
+            continue
+        bounds = tuple(le for le, _ in delta if math.isfinite(le))
+        out[signal] = ServerLatency(
+            signal, spec.name, round(delta[-1][1]), quantile_bucket(0.5, delta), quantile_bucket(0.95, delta), bounds
+        )
+    return out
+
+
+def _engine_steps(profile: DecodeProfile, after: Scrape, before: Scrape) -> int | None:
+    spec = metrics_table.metric_spec(profile.vllm_version, ENGINE_STEPS_FAMILY)
     if spec is None:
-        return 0.0, 0.0
-    old = dict(before.buckets(spec.name))
-    delta = [(le, n - old.get(le, 0.0)) for le, n in after.buckets(spec.name)]
-    return histogram_quantile(0.5, delta) or 0.0, histogram_quantile(0.95, delta) or 0.0
+        return None
+    now = after.total(metrics_table.sample_name(spec))
+    return None if now is None else round(now - (before.total(metrics_table.sample_name(spec)) or 0.0))
 
 
-async def _one(client: httpx.AsyncClient, model: str, max_tokens: int) -> Result:
-    """(tokens, latency) of one streamed completion."""
+def finer_buckets_note(profile: DecodeProfile, server: ServerLatency) -> str | None:
+    """Where half of a histogram's observations sit in its first bucket, the histogram cannot tell them apart:
+    the ``custom_histogram_buckets`` entry that would (the node's boundaries with the first one split), or why
+    the release cannot take one. None when the first bucket holds less than half."""
+    if server.p50 is None or server.p50.lower_s > 0 or server.p50.upper_s is None:
+        return None
+    first = server.p50.upper_s
+    family = BUCKET_FAMILY[server.signal]
+    what = (
+        f"server {server.signal.upper()}: at least half of {server.observations} observations in the first "
+        f"bucket (≤ {first:g} s): the histogram cannot say more than that"
+    )
+    if not flags.has_arg(profile.vllm_version, CUSTOM_BUCKETS_ARG):
+        since = flags.first_version(CUSTOM_BUCKETS_ARG)
+        return f"{what} (vLLM {profile.vllm_version} has no --custom-histogram-buckets: {since} added it)"
+    finer = sorted({float(f"{first * f:.3g}") for f in (0.1, 0.25, 0.5)} | set(server.bounds_s))
+    entry = json.dumps({family: finer}, separators=(",", ":"))
+    return f"{what}; for finer buckets set the profile's extra_args.{CUSTOM_BUCKETS_ARG}: {entry}"
+
+
+async def _one(client: httpx.AsyncClient, model: str, max_tokens: int) -> StreamTiming:
+    """One streamed completion, timed per chunk (a chunk is a data event with a choice, as vLLM's bench counts)."""
     body = {"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "ignore_eos": True, "stream_options": {"include_usage": True}}  # fmt: skip
     start = time.perf_counter()
-    chunks = 0
-    tokens = 0
+    ttft: float | None = None
+    last = start
+    gaps: list[float] = []
+    chunks = tokens = 0
     async with client.stream("POST", "/v1/completions", json=body) as r:
         r.raise_for_status()
         async for line in r.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
+            now = time.perf_counter()
             chunk = json.loads(line[6:])
-            if chunk.get("usage"):
-                tokens = int(chunk["usage"]["completion_tokens"])
-            if chunk.get("choices") and chunk["choices"][0].get("text"):
+            if chunk.get("choices"):
                 chunks += 1
-    if not chunks:
+                if ttft is None:
+                    ttft = now - start
+                else:
+                    gaps.append(now - last)
+                last = now
+            elif chunk.get("usage"):
+                tokens = int(chunk["usage"]["completion_tokens"])
+    if ttft is None:
         raise RuntimeError("the stream carried no tokens")
-    return tokens or chunks, time.perf_counter() - start
+    return StreamTiming(output_tokens=tokens or chunks, ttft_s=ttft, latency_s=last - start, itl_s=tuple(gaps))
 
 
 async def _level(
     url: str, headers: dict[str, str], model: str, c: int, per_client: int, max_tokens: int
-) -> tuple[list[Result], float]:
+) -> tuple[list[StreamTiming], float]:
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600) as client:
 
-        async def worker() -> list[Result]:
+        async def worker() -> list[StreamTiming]:
             return [await _one(client, model, max_tokens) for _ in range(per_client)]
 
         start = time.perf_counter()
@@ -121,6 +267,35 @@ def roofline(profile: DecodeProfile, p: Plan, batch: int, context: int) -> tuple
     params = model.total_parameters // profile.tensor_parallel_size
     t = step_time_s(hw, p.weights_bytes, params, batch, context, p.kv_bytes_per_token, fp8_compute=False)
     return 1 / t, batch / t
+
+
+def level_of(
+    profile: DecodeProfile, p: Plan, c: int, max_tokens: int, timings: list[StreamTiming], wall_s: float
+) -> Level:
+    """One level's figures from its client timings (the server's are added by the caller)."""
+    tokens = sum(t.output_tokens for t in timings)
+    per_user = [t.output_tokens / t.latency_s for t in timings if t.latency_s > 0]
+    ttft = [t.ttft_s for t in timings]
+    itl = [g for t in timings for g in t.itl_s]
+    tpot = [x for t in timings if (x := t.tpot_s) is not None]
+    roof_user, roof_agg = roofline(profile, p, c, max_tokens // 2 + 20)
+    return Level(
+        concurrency=c,
+        requests=len(timings),
+        completion_tokens=tokens,
+        wall_s=round(wall_s, 3),
+        aggregate_tokens_per_s=round(tokens / wall_s, 2),
+        per_user_tokens_per_s=round(statistics.mean(per_user), 2) if per_user else 0.0,
+        ttft_p50_s=round(percentile(ttft, 50), 6),
+        ttft_p95_s=round(percentile(ttft, 95), 6),
+        itl_p50_s=round(percentile(itl, 50), 6),
+        itl_p95_s=round(percentile(itl, 95), 6),
+        tpot_p50_s=round(percentile(tpot, 50), 6),
+        tpot_p95_s=round(percentile(tpot, 95), 6),
+        itl_gaps=len(itl),
+        roofline_per_user_tokens_per_s=round(roof_user, 1),
+        roofline_aggregate_tokens_per_s=round(roof_agg, 1),
+    )
 
 
 def sweep(
@@ -139,33 +314,19 @@ def sweep(
     asyncio.run(_level(url, headers, model, 1, 1, 8))  # warm-up, not measured
     for c in concurrencies:
         before = _scrape(url, headers)
-        results, wall = asyncio.run(_level(url, headers, model, c, requests_per_client, max_tokens))
+        timings, wall = asyncio.run(_level(url, headers, model, c, requests_per_client, max_tokens))
         after = _scrape(url, headers)
-        ttft = _server_quantiles(profile, after, before, "ttft")
-        itl = _server_quantiles(profile, after, before, "itl")
-        tokens = sum(n for n, _ in results)
-        per_user = [n / latency for n, latency in results if latency > 0]
-        roof_user, roof_agg = roofline(profile, p, c, max_tokens // 2 + 20)
-        out.levels.append(
-            Level(
-                concurrency=c,
-                requests=len(results),
-                completion_tokens=tokens,
-                wall_s=round(wall, 3),
-                aggregate_tokens_per_s=round(tokens / wall, 2),
-                per_user_tokens_per_s=round(statistics.mean(per_user), 2) if per_user else 0.0,
-                ttft_p50_s=round(ttft[0], 4),
-                ttft_p95_s=round(ttft[1], 4),
-                itl_p50_s=round(itl[0], 4),
-                itl_p95_s=round(itl[1], 4),
-                roofline_per_user_tokens_per_s=round(roof_user, 1),
-                roofline_aggregate_tokens_per_s=round(roof_agg, 1),
-            )
-        )
+        level = level_of(profile, p, c, max_tokens, timings, wall)
+        level.server = server_latency(profile, after, before)
+        level.engine_steps = _engine_steps(profile, after, before)
+        level.notes = [n for s in level.server.values() if (n := finer_buckets_note(profile, s))]
+        out.levels.append(level)
     return out
 
 
 def plot(result: Sweep, path: Path) -> Path:
+    """Measured and roofline tokens/s on one (log) axis, each measured point labelled with its share of the
+    roofline."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -173,22 +334,70 @@ def plot(result: Sweep, path: Path) -> Path:
 
     xs = [x.concurrency for x in result.levels]
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    ax.plot(xs, [x.aggregate_tokens_per_s for x in result.levels], "o-", label="aggregate tokens/s (measured)")
-    ax.plot(xs, [x.per_user_tokens_per_s for x in result.levels], "s-", label="per-user tokens/s (measured)")
+    series = (
+        ("aggregate", "C0", "o", [x.aggregate_tokens_per_s for x in result.levels],
+         [x.roofline_aggregate_tokens_per_s for x in result.levels]),
+        ("per-user", "C1", "s", [x.per_user_tokens_per_s for x in result.levels],
+         [x.roofline_per_user_tokens_per_s for x in result.levels]),
+    )  # fmt: skip
+    for name, color, marker, measured, roof in series:
+        ax.plot(xs, measured, marker + "-", color=color, label=f"{name} tokens/s (measured)")
+        ax.plot(xs, roof, "--", color=color, alpha=0.6, label=f"{name} roofline (planner)")
+        for x, m, r in zip(xs, measured, roof, strict=True):
+            if r:
+                ax.annotate(f"{m / r:.0%}", (x, m), textcoords="offset points", xytext=(4, -11), fontsize=7,
+                            color=color)  # fmt: skip
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
     ax.set_xticks(xs, [str(x) for x in xs])
     ax.set_xlabel("concurrent requests")
-    ax.set_ylabel("decode tokens/s")
-    ax.set_title(f"{result.profile}: decode throughput vs concurrency ({result.url})", fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax2 = ax.twinx()
-    ax2.plot(xs, [x.roofline_aggregate_tokens_per_s for x in result.levels], "--", color="grey",
-             label="aggregate roofline (planner, right axis)")  # fmt: skip
-    ax2.set_ylabel("roofline tokens/s")
-    lines = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-    labels = ax.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
-    ax.legend(lines, labels, fontsize=8, loc="upper left")
+    ax.set_ylabel("decode tokens/s (log)")
+    ax.set_title(f"{result.profile}: measured vs roofline, % = share of the roofline ({result.url})", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def _ms(p50_s: float, p95_s: float) -> str:
+    return f"{p50_s * 1000:.1f} / {p95_s * 1000:.1f}"
+
+
+def _server(x: Level, signal: str) -> str:
+    s = x.server.get(signal)
+    return "-" if s is None or s.p95 is None else f"p95 {s.p95.describe()}, n={s.observations}"
+
+
+def tables(result: Sweep) -> list[Table]:
+    """Throughput beside the roofline, then latency: the client's figures beside what the node's histograms say."""
+    head = f"decode sweep: {result.url} ({result.profile}), {result.max_tokens} tokens per request"
+    num = ("C", "agg tok/s", "roofline agg", "of roofline", "per-user tok/s", "roofline/user", "engine steps")
+    throughput = table(*num, title=f"{head}: throughput", right=num)
+    for x in result.levels:
+        throughput.add_row(
+            str(x.concurrency),
+            f"{x.aggregate_tokens_per_s:,.1f}",
+            f"{x.roofline_aggregate_tokens_per_s:,.0f}",
+            f"{x.aggregate_roofline_share:.1%}",
+            f"{x.per_user_tokens_per_s:,.1f}",
+            f"{x.roofline_per_user_tokens_per_s:,.0f}",
+            "-" if x.engine_steps is None else str(x.engine_steps),
+        )
+    latency = table(
+        "C", "TTFT p50/p95 ms", "server TTFT", "ITL p50/p95 ms", "server ITL", "TPOT p50/p95 ms", "server TPOT",
+        title=f"{head}: latency (client stream timing; server: the histogram bucket, not interpolated)",
+        right=("C", "TTFT p50/p95 ms", "ITL p50/p95 ms", "TPOT p50/p95 ms"),
+    )  # fmt: skip
+    for x in result.levels:
+        latency.add_row(
+            str(x.concurrency),
+            _ms(x.ttft_p50_s, x.ttft_p95_s),
+            _server(x, "ttft"),
+            _ms(x.itl_p50_s, x.itl_p95_s),
+            _server(x, "itl"),
+            _ms(x.tpot_p50_s, x.tpot_p95_s),
+            _server(x, "tpot"),
+        )
+    return [throughput, latency]

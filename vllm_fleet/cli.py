@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Column, Table
 
 from vllm_fleet import report
 from vllm_fleet.paths import project_root
 from vllm_fleet.planner import DEFAULT_CONTEXT_TOKENS, plan
 from vllm_fleet.profile_loader import ProfileError, builtin_profiles, load_profile
+from vllm_fleet.tables import print_table, table
 from vllm_fleet.validate import check_file
 from vllm_fleet.vllm.render import config_yaml, env_file, render
 
@@ -51,11 +51,10 @@ def _fail(error: ProfileError | ValueError, code: int = 1) -> typer.Exit:
 @app.command()
 def profiles() -> None:
     """List the built-in decode profiles."""
-    table = Table("hardware", "model", "vLLM", "description")
-    table.columns.insert(0, Column("name", no_wrap=True))
+    listing = table("name", "hardware", "model", "vLLM", "description")
     for p in builtin_profiles():
-        table.add_row(p.name, p.hardware, p.model, p.vllm_version, p.description)
-    out.print(table)
+        listing.add_row(p.name, p.hardware, p.model, p.vllm_version, p.description)
+    print_table(out, listing)
 
 
 @app.command("plan")
@@ -168,11 +167,11 @@ def _print_checks(result: SmokeResult, as_json: bool, junit: Path | None) -> Non
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
-    table = Table("check", "result", "detail", title=f"smoke: {result.url} ({result.profile})")
+    checks = table("check", "result", "detail", title=f"smoke: {result.url} ({result.profile})")
     style = {"pass": "green", "fail": "bold red", "skip": "dim"}
     for c in result.checks:
-        table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
-    out.print(table)
+        checks.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+    print_table(out, checks)
     if result.reason:
         err.print(f"could not check: {result.reason}", markup=False)
 
@@ -221,18 +220,25 @@ def up_cmd(
 ) -> None:
     """The main job on the local lab: lab hosts + air-gapped mirror up, then `pulumi up`; ends with the nodes."""
     from vllm_fleet.lab.fleet import lab_fleet_up
+    from vllm_fleet.up_report import lab_api_key_file, print_up_report
 
     run = lab_fleet_up(
         hosts, stack_name, profile=profile, log=lambda line: out.print(line, markup=False, highlight=False)
     )
-    table = Table("host", "endpoint", "hardware", "profile", "vLLM", "config", title=f"fleet: stack {stack_name}")
-    for n in run.nodes:
-        table.add_row(n["host"], n["endpoint"], n["hardware"], n["profile"], n["vllm_version"], n["config_hash"])
-    # Endpoints in full even when stdout is not a terminal (rich then assumes 80 columns and crops cells).
-    Console(width=max(out.width, 120)).print(table)
+    lab = stack_name == "lab"
+    fleet, key, api_key = _lab_audit_source() if lab else (None, None, None)
+    print_up_report(
+        out,
+        run.nodes,
+        stack_name,
+        profile_refs={h["name"]: h["profile"] for h in (fleet or {}).get("hosts", [])},
+        api_key_file=lab_api_key_file() if api_key else None,
+        # The lab's Prometheus, once `lab_fleet_up` reports one (LabUp.prometheus_url); None: not printed.
+        prometheus_url=getattr(run, "prometheus_url", None),
+    )
     if run.error:
         out.print(f"pulumi up failed:\n{run.error}", markup=False, highlight=False)
-    if stack_name != "lab":
+    if not lab:
         raise typer.Exit(1 if run.error else 0)
     # The job ends with what the nodes really run: the audit of the lab fleet (reports under out/audit), and
     # what the rollout did to each host (out/rollout), both from the same read of every host.
@@ -241,7 +247,6 @@ def up_cmd(
     from vllm_fleet.audit.report import print_table
     from vllm_fleet.fleet import plan_fleet
 
-    fleet, key, api_key = _lab_audit_source()
     reports = project_root() / "out" / "audit"
     reports.mkdir(parents=True, exist_ok=True)
     plan = plan_fleet(fleet)
@@ -262,10 +267,10 @@ def _print_rollout(plan: Any, run: Any, evidence: Path) -> None:
         host_outcome(n.name, run.before.get(n.name), n.config_hash, seen.get(n.name), run.started_at)
         for n in plan.nodes
     ]
-    table = Table("host", "outcome", "before", "target", "on disk", "journal", "detail", title="rollout")
+    report = table("host", "outcome", "before", "target", "on disk", "journal", "detail", title="rollout")
     for r in rows:
-        table.add_row(r.host, r.outcome, r.before or "(new)", r.target, r.now or "-", r.phase or "-", r.detail)
-    Console(width=max(out.width, 140)).print(table)
+        report.add_row(r.host, r.outcome, r.before or "(new)", r.target, r.now or "-", r.phase or "-", r.detail)
+    print_table(out, report)
     path = project_root() / "out" / "rollout" / "report.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(to_json(rows, error=run.error), encoding="utf-8")
@@ -425,7 +430,7 @@ def bench_cmd(
     api_key_file: Annotated[Path | None, typer.Option(help="File holding the node's API key.")] = None,
 ) -> None:
     """Decode tokens/s per user and aggregate, TTFT and ITL at each concurrency, beside the planner's roofline."""
-    from vllm_fleet.bench import plot, sweep
+    from vllm_fleet.bench import plot, sweep, tables
 
     try:
         prof = load_profile(profile)
@@ -439,22 +444,13 @@ def bench_cmd(
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
-    table = Table(title=f"decode sweep: {url} ({prof.name}), {max_tokens} tokens per request")
-    for col in ("C", "agg tok/s", "roofline agg", "per-user tok/s", "roofline/user", "TTFT p50/p95 ms",
-                "ITL p50/p95 ms"):  # fmt: skip
-        table.add_column(col, justify="right")
+    for tbl in tables(result):
+        print_table(out, tbl)
     for x in result.levels:
-        table.add_row(
-            str(x.concurrency),
-            f"{x.aggregate_tokens_per_s:,.1f}",
-            f"{x.roofline_aggregate_tokens_per_s:,.0f}",
-            f"{x.per_user_tokens_per_s:,.1f}",
-            f"{x.roofline_per_user_tokens_per_s:,.0f}",
-            f"{x.ttft_p50_s * 1000:.0f} / {x.ttft_p95_s * 1000:.0f}",
-            f"{x.itl_p50_s * 1000:.1f} / {x.itl_p95_s * 1000:.1f}",
-        )
-    out.print(table)
-    out.print(f"batching gain (aggregate at C={result.levels[-1].concurrency} / C=1): {result.batching_gain:.2f}×")
+        for note in x.notes:
+            out.print(f"note (C={x.concurrency}): {note}", markup=False, highlight=False, soft_wrap=True)
+    first, last = result.levels[0].concurrency, result.levels[-1].concurrency
+    out.print(f"batching gain (aggregate at C={last} / C={first}): {result.batching_gain:.2f}×", markup=False)
 
 
 def _lab_app() -> typer.Typer:
@@ -569,10 +565,10 @@ def router_status(
 ) -> None:
     """Each server's admin state (ready, drain, maint), health and current sessions."""
     states = _router_call(ctx, lambda r: [r.state(server)] if server else r.states())
-    table = Table("server", "admin", "operational", "status", "sessions", title=f"HAProxy backend {ctx.obj[1]}")
+    servers = table("server", "admin", "operational", "status", "sessions", title=f"HAProxy backend {ctx.obj[1]}")
     for s in states:
-        table.add_row(s.name, s.admin, s.operational, s.status, str(s.scur))
-    out.print(table)
+        servers.add_row(s.name, s.admin, s.operational, s.status, str(s.scur))
+    print_table(out, servers)
 
 
 def main() -> None:

@@ -1,0 +1,81 @@
+"""Tables on stdout that stay legible in a narrow terminal and in a file.
+
+Rich sizes a table to the console: 80 columns when stdout is not a terminal, ``$COLUMNS`` or the terminal's width
+otherwise, and a table wider than that gets its cells cut (``…``) or words folded mid-name. Here:
+
+- in a file or a pipe (not a terminal), a table is as wide as its content (``$COLUMNS`` when set), drawn in
+  Markdown's ``| a | b |`` rather than box-drawing characters, so nothing is cut and it pastes into an issue;
+- a table whose words do not fit the width (a narrow terminal, ``COLUMNS=60``) is printed as one record per row
+  instead (``name``, then ``column  value`` lines), values wrapped, never cut.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+from rich import box
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
+from rich.padding import Padding
+from rich.table import Column, Table
+from rich.text import Text
+
+UNBOUNDED = 100_000
+"""The width a table is measured at for its natural size."""
+
+
+def table(*headers: str, title: str | None = None, right: tuple[str, ...] = ()) -> Table:
+    """A table whose cells wrap (and fold a word longer than the column) instead of being cut;
+    ``right``: the headers of right-justified (numeric) columns."""
+    columns = [Column(h, overflow="fold", justify="right" if h in right else "left") for h in headers]
+    return Table(*columns, title=title)
+
+
+def _width(console: Console) -> int:
+    """``$COLUMNS`` when set (read now: a console reads it once, when made), else the terminal's width, else
+    (a file, a pipe) unbounded."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if console.is_terminal else UNBOUNDED
+
+
+def print_table(console: Console, tbl: Table) -> None:
+    """Print ``tbl`` whole: as a table when its words fit the width, else one record per row."""
+    width = _width(console)
+    natural = Measurement.get(console, console.options.update_width(UNBOUNDED), tbl)
+    if console.is_terminal:
+        target = Console(file=console.file, width=width, highlight=False)
+        if natural.minimum > width:
+            _print_records(target, tbl)
+        else:
+            target.print(tbl)
+        return
+    # A file: plain text, no trailing blanks, Markdown's rules for a table.
+    buffer = io.StringIO()
+    target = Console(file=buffer, width=min(width, natural.maximum), highlight=False, color_system=None)
+    if natural.minimum > width:
+        _print_records(target, tbl)
+    else:
+        if tbl.title:
+            target.print(tbl.title, overflow="fold")
+        tbl.title, tbl.box = None, box.MARKDOWN
+        target.print(tbl)
+    lines = (line.rstrip() for line in buffer.getvalue().splitlines())
+    console.file.write("".join(f"{line}\n" for line in lines if line))
+    console.file.flush()
+
+
+def _print_records(target: Console, tbl: Table) -> None:
+    """One block per row: the first cell as a heading, then each other column's header and value."""
+    if tbl.title:
+        target.print(tbl.title, style="bold", overflow="fold")
+    headers = [str(c.header) for c in tbl.columns]
+    cells: list[list[RenderableType]] = [list(c.cells) for c in tbl.columns]
+    for i in range(tbl.row_count):
+        target.print(cells[0][i], style="bold", overflow="fold")
+        grid = Table.grid(Column(no_wrap=True), Column(overflow="fold"), padding=(0, 2))
+        for header, column in zip(headers[1:], cells[1:], strict=True):
+            grid.add_row(Text(header), column[i])
+        target.print(Padding(grid, (0, 0, 0, 2)))
