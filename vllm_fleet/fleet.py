@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
@@ -263,22 +264,38 @@ def node_spec(node: NodePlan) -> NodeSpec:
     )
 
 
-def _templates(value: Any, field: str) -> list[Problem]:
+def _strings(value: Any, field: str) -> Iterator[tuple[str, str]]:
+    """Every string in a role_vars value, with its field (``role_vars.a.b[0]``)."""
     if isinstance(value, str):
-        if "{{" in value or "{%" in value:
-            return [
-                Problem(
-                    field,
-                    "is a Jinja template: stack config is data, passed to Ansible as it is and never evaluated; "
-                    "write the value itself",
-                )
-            ]
-        return []
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _templates(v, f"{field}.{k}")]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _templates(v, f"{field}[{i}]")]
-    return []
+        yield field, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, f"{field}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{field}[{i}]")
+
+
+_TEMPLATE_IN_DATA = (
+    "is a Jinja template: stack config is data, passed to Ansible as it is and never evaluated; write the value itself"
+)
+_URL_CREDENTIALS = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")
+_CREDENTIALS_IN_DATA = (
+    "carries credentials in the URL (user[:password]@): role_vars are not secret (in clear in the stack file, the "
+    "state and the nodes' variables); use a mirror the nodes reach without them, or put them on the hosts "
+    "(pip.conf, /etc/apt/auth.conf.d), never in stack config"
+)
+
+
+def _data_problems(role_vars: dict[str, Any]) -> list[Problem]:
+    """Templates (never evaluated) and URLs with credentials (role_vars are not secret), by field."""
+    problems = []
+    for field, text in _strings(role_vars, "role_vars"):
+        if "{{" in text or "{%" in text:
+            problems.append(Problem(field, _TEMPLATE_IN_DATA))
+        if _URL_CREDENTIALS.match(text.strip()):
+            problems.append(Problem(field, _CREDENTIALS_IN_DATA))
+    return problems
 
 
 def role_vars_problems(role_vars: dict[str, Any], nodes: list[NodeSpec]) -> list[Problem]:
@@ -288,7 +305,7 @@ def role_vars_problems(role_vars: dict[str, Any], nodes: list[NodeSpec]) -> list
     from vllm_fleet.role_vars import required_problems, role_var_problems
     from vllm_fleet.systemd_values import role_input_problems
 
-    problems = _templates(role_vars, "role_vars") + role_var_problems(role_vars)
+    problems = _data_problems(role_vars) + role_var_problems(role_vars)
     for line in role_input_problems(role_vars):
         field, _, message = line.partition(": ")
         problems.append(Problem(f"role_vars.{field}", message))

@@ -177,6 +177,29 @@ def test_role_var_templates_and_line_breaks_are_refused_the_rest_is_plain_data(p
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "https://deploy:s3cret-pw@mirror.example.internal/simple/",
+        "http://tok3n-abc@mirror.example/x",
+        " https://u:p@m/",
+    ],
+)
+def test_credentials_in_a_role_var_url_are_refused_and_never_echoed(url: str) -> None:
+    """role_vars are not secret (plain in the stack file and the nodes' inputs): a URL with credentials is refused,
+    named by its field, before any host; nested values too."""
+    fleet = example_fleet()
+    fleet["role_vars"]["vllm_pip_index_url"] = url
+    fleet["role_vars"]["vllm_service_environment"] = {"PIP_EXTRA_INDEX_URL": url}
+    problems = fleet_problems(fleet)
+    for field in ("role_vars.vllm_pip_index_url", "role_vars.vllm_service_environment.PIP_EXTRA_INDEX_URL"):
+        assert any(p.startswith(f"{field}: carries credentials in the URL") for p in problems), problems
+    assert not any(secret in " ".join(problems) for secret in ("s3cret", "tok3n", "u:p@"))
+    fleet["role_vars"]["vllm_pip_index_url"] = "https://mirror.example.internal/simple/@latest"  # an @ in the path
+    fleet["role_vars"]["vllm_service_environment"] = {}
+    assert fleet_problems(fleet) == []
+
+
+@pytest.mark.parametrize(
     ("field", "value", "message"),
     [
         ("address", "10.20.0.11:2222", "ssh_port: 2222"),
