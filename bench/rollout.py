@@ -41,7 +41,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", default="examples/cpu-lab-rollout.yaml")
     args = ap.parse_args()
-    router = f"http://{config.BRIDGE_IP}:{config.ROUTER_PORT}"
+    router = config.lab_net().router_url
     with LoadClient(router, "tiny-llama-lab", api_key=lab_api_key()) as load:
         run = lab_fleet_up(None, profile=args.profile, log=lambda _line: None)
     if run.error:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# The tests' lab has names and addresses of its own (vllm_fleet.lab.config.LabNet): a test run leaves the main
+# job's lab (./scripts/up) serving as it found it. Set before anything reads the lab's configuration; inherited
+# by every process the tests start (vllm-fleet, ansible-playbook, pulumi).
+os.environ["VLLM_FLEET_LAB_NET"] = "test"
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from vllm_fleet.ansible import InventoryHost, PlaybookResult, run_playbook
+from vllm_fleet.lab import config
 from vllm_fleet.lab.stack import lab_role_vars
 from vllm_fleet.vllm.check import find_vllm_python
 
-pytestmark = pytest.mark.lab
+# No pytestmark here: pytest reads it only in test modules. The tests using these fixtures carry `lab` themselves.
 
 LAB_HOSTS = 3
 """A canary, the host whose fault stops the rollout, and one that must stay untouched."""
@@ -41,7 +42,9 @@ def site() -> Iterator[Any]:
         pytest.skip(reason)
     from vllm_fleet.lab.site import site_down, site_up
 
-    state_dir = Path(os.environ.get("VLLM_FLEET_TEST_LAB_DIR", "/var/lib/vllm-fleet/test-lab"))
+    # The tests' own lab (tests/conftest.py selects its names and addresses): the main job's lab stays up.
+    assert config.lab_net().key == "test", config.lab_net()
+    state_dir = Path(os.environ.get("VLLM_FLEET_TEST_LAB_DIR") or config.state_dir())
     site_down(state_dir)
     try:
         yield site_up(LAB_HOSTS, state_dir)

@@ -18,6 +18,7 @@ from vllm_fleet.audit import audit, judge_bundle
 from vllm_fleet.audit.collect import Target
 from vllm_fleet.audit.desired import targets
 from vllm_fleet.fleet import plan_fleet
+from vllm_fleet.lab import config as lab_config
 from vllm_fleet.lab.ssh import ssh_argv
 from vllm_fleet.lab.stack import lab_fleet
 
@@ -132,7 +133,8 @@ def test_each_drift_is_found_and_nothing_else(site: Any, lab_targets: list[Targe
 def test_an_unreachable_host_is_exit_2_and_the_others_are_reported(
     site: Any, lab_targets: list[Target], tmp_path: Path
 ) -> None:
-    gone = replace(lab_targets[0], desired=replace(lab_targets[0].desired, address="172.31.254.99"))
+    nowhere = lab_config.lab_net().host_ip(lab_config.MAX_HOSTS)  # in the lab subnet, no host there
+    gone = replace(lab_targets[0], desired=replace(lab_targets[0].desired, address=nowhere))
     result = audit([gone, *lab_targets[1:]], tmp_path, private_key=Path(site.state.ssh_key).read_text())
     assert result.exit_code == 2
     assert [(f.check, f.status) for f in result.findings if f.host == gone.desired.host] == [("VF-REACH", "error")]

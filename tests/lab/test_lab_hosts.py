@@ -33,9 +33,10 @@ pytestmark = pytest.mark.lab
 _problems = preflight()
 if _problems:
     pytest.skip(f"the nspawn lab cannot run here: {'; '.join(_problems)}", allow_module_level=True)
-if link_exists(config.BRIDGE_NAME):
+NET = config.lab_net()  # the tests' lab (tests/conftest.py), never the main job's
+if link_exists(NET.bridge):
     pytest.skip(
-        f"a lab is already up on this machine (bridge {config.BRIDGE_NAME} exists): `lab down` it first",
+        f"the tests' lab is already up on this machine (bridge {NET.bridge} exists): `lab down` it first",
         allow_module_level=True,
     )
 
@@ -110,11 +111,11 @@ def bridge_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     token = f"vfleet-{os.getpid()}-{time.time_ns()}"
     (tmp_path / "token.txt").write_text(token)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer((config.BRIDGE_IP, 0), handler)
+    server = http.server.ThreadingHTTPServer((NET.bridge_ip, 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://{config.BRIDGE_IP}:{server.server_address[1]}/token.txt", token
+        yield f"http://{NET.bridge_ip}:{server.server_address[1]}/token.txt", token
     finally:
         server.shutdown()
         server.server_close()
@@ -126,7 +127,7 @@ def controller_addresses() -> list[str]:
     return [
         a["local"]
         for link in data
-        if link["ifname"] not in ("lo", config.BRIDGE_NAME)
+        if link["ifname"] not in ("lo", NET.bridge)
         for a in link.get("addr_info", [])
     ]
 
@@ -136,7 +137,7 @@ def test_no_route_out_but_the_bridge_port_answers(lab: LabState, bridge_server: 
     for i, h in enumerate(lab.hosts):
         assert out(lab, i, f"curl -sS -m 5 {url}") == token, f"{h.name} cannot reach {url}"
         routes = out(lab, i, "ip -4 route show")
-        assert "default" not in routes and routes.startswith(config.LAB_SUBNET), routes
+        assert "default" not in routes and routes.startswith(NET.subnet), routes
         # Name resolution fails at once (no DNS), and there is no route to any outside address.
         start = time.monotonic()
         assert sh(lab, i, "curl -sS -m 3 http://deb.debian.org/").returncode != 0
@@ -201,7 +202,7 @@ def test_inventory_files(lab: LabState) -> None:
         assert "StrictHostKeyChecking=yes" in v["ansible_ssh_common_args"]
         assert str(lab.known_hosts) in v["ansible_ssh_common_args"]
     gv = yaml.safe_load((lab.inventory / "group_vars" / "all.yml").read_text())
-    assert gv["lab_mirror_url"] == f"http://{config.BRIDGE_IP}:{config.MIRROR_PORT}"
+    assert gv["lab_mirror_url"] == f"http://{NET.bridge_ip}:{config.MIRROR_PORT}"
 
 
 @pytest.mark.skipif(_ansible() is None, reason="ansible is not installed (pip install 'ansible-core<2.20')")
@@ -264,9 +265,9 @@ def test_down_leaves_nothing(lab: LabState) -> None:
     for h in lab.hosts:
         assert not h.dir.exists()
         assert not supervisor.is_supervisor(h.supervisor_pid, h.dir)
-    assert not link_exists(config.BRIDGE_NAME)
+    assert not link_exists(NET.bridge)
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    assert config.HOST_PREFIX not in netns
+    assert NET.host_prefix not in netns
     assert lab.inventory is not None and not (lab.inventory / "hosts.yml").exists()
     # down again is harmless
     assert lab_down(lab.state_dir) == []

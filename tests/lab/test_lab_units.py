@@ -16,6 +16,12 @@ from vllm_fleet.lab.state import LabState, load_state, save_state
 from vllm_fleet.lab.system import parse_mountinfo
 
 
+@pytest.fixture(autouse=True)
+def main_lab_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These pure tests check the main lab's names (tests/conftest.py selects the tests' lab for the session)."""
+    monkeypatch.setenv(config.LAB_NET_ENV, "main")
+
+
 def make_state(tmp_path: Path, n: int = 2) -> LabState:
     state = LabState(
         state_dir=tmp_path / "lab",
@@ -43,10 +49,33 @@ def test_addresses_and_names() -> None:
     assert network.guest_mac("172.31.254.11") == "02:76:ac:1f:fe:0b"
 
 
+def test_the_tests_lab_shares_no_name_or_address_with_the_main_lab(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lab down` of one lab matches its hosts, veths, netns and cgroups by prefix: no prefix of one lab may
+    start the other's, and their addresses, bridges, state and mirror-server dirs differ."""
+    main, test = config.LAB_NETS["main"], config.LAB_NETS["test"]
+    assert config.lab_net({}) == main and config.lab_net({config.LAB_NET_ENV: "test"}) == test
+    for field in ("host_prefix", "veth_prefix", "cgroup_group", "bridge"):
+        a, b = getattr(main, field), getattr(test, field)
+        assert not a.startswith(b) and not b.startswith(a), field
+    assert main.subnet != test.subnet and main.bridge_ip != test.bridge_ip
+    assert config.state_dir({config.LAB_NET_ENV: "test"}) != config.state_dir({})
+    monkeypatch.setenv(config.LAB_NET_ENV, "test")
+    assert config.host_ip(1) == "172.31.253.11" and config.host_name(1) == "vftest-node1"
+    assert network.veth_name(3) == "vth3"
+    test_mirror = config.mirror_state_dir()
+    assert config.default_inventory_dir(Path("/x")) == Path("/x/inventory")  # not the checkout's inventories/lab
+    monkeypatch.setenv(config.LAB_NET_ENV, "main")
+    assert config.mirror_state_dir() != test_mirror
+    assert config.default_inventory_dir(Path("/x")) == config.repo_root() / "inventories" / "lab"
+    with pytest.raises(ValueError, match="VLLM_FLEET_LAB_NET='prod'"):
+        config.lab_net({config.LAB_NET_ENV: "prod"})
+
+
 def test_paths_follow_the_environment(tmp_path: Path) -> None:
     assert config.cache_dir({"VLLM_FLEET_CACHE": str(tmp_path)}) == tmp_path
     assert config.cache_dir({"HOME": "/home/x"}) == Path("/home/x/.cache/vllm-fleet")
     assert config.state_dir({}) == Path("/var/lib/vllm-fleet/lab")
+    assert config.state_dir({config.LAB_NET_ENV: "test"}) == Path("/var/lib/vllm-fleet/test-lab")
     assert config.state_dir({"VLLM_FLEET_LAB_DIR": str(tmp_path)}) == tmp_path
     path, marker = rootfs.rootfs_paths(tmp_path)
     assert path == tmp_path / "rootfs" / "debian-12"

@@ -21,10 +21,15 @@ import signal
 import time
 from pathlib import Path
 
+from vllm_fleet.lab import config
 from vllm_fleet.lab.system import mount_fstype
 
 CGROUP_FS = Path("/sys/fs/cgroup")
-LAB_GROUP = "vfleet"
+
+
+def lab_group() -> str:
+    """The cgroup under which this lab's hosts live (``vfleet`` for the main lab, ``vftest`` for the tests')."""
+    return config.lab_net().cgroup_group
 
 
 def _is_cgroup2(path: Path) -> bool:
@@ -47,7 +52,7 @@ def hierarchy_roots() -> list[Path]:
 
 
 def host_cgroup(host: str) -> str:
-    return f"{LAB_GROUP}/{host}"
+    return f"{lab_group()}/{host}"
 
 
 def create(relpath: str, roots: list[Path]) -> list[Path]:
@@ -118,11 +123,11 @@ def _rmdir_retry(path: Path, attempts: int = 50) -> None:
 
 def remove_lab_group_if_empty(roots: list[Path]) -> None:
     for root in roots:
-        group = root / LAB_GROUP
+        group = root / lab_group()
         if group.is_dir() and not any(p.is_dir() for p in group.iterdir()):
             _rmdir_retry(group)
 
 
 def lab_cgroups(roots: list[Path]) -> list[Path]:
     """Every lab cgroup that exists (for verifying a clean ``down``)."""
-    return [root / LAB_GROUP for root in roots if (root / LAB_GROUP).exists()]
+    return [root / lab_group() for root in roots if (root / lab_group()).exists()]

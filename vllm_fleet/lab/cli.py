@@ -87,7 +87,7 @@ def status(
 
 def status_table(st: LabStatus) -> Table | str:
     if st.state is None:
-        extra = " (but the vfleet0 bridge exists: run `lab down`)" if st.bridge_up else ""
+        extra = f" (but the {config.lab_net().bridge} bridge exists: run `lab down`)" if st.bridge_up else ""
         return f"lab is down{extra}"
     s = st.state
     table = Table(title=f"vllm-fleet lab ({s.state_dir}), bridge {s.bridge} {s.bridge_ip}")

@@ -1,18 +1,21 @@
-"""Where the lab keeps things and which addresses it uses (pure; reads only the environment)."""
+"""Where the lab keeps things and which names and addresses it uses (pure; reads only the environment).
+
+Two labs can live side by side on one machine: the main job's (``./scripts/up``) and the tests' (``./scripts/test``).
+Each has its own :class:`LabNet` — host names, bridge, subnet, veths, cgroup group, state directory, and services
+bound to its own bridge address — so a test run never stops, renames or re-addresses the main job's hosts.
+``VLLM_FLEET_LAB_NET`` picks one (``main`` by default; the tests set ``test``).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_fleet import paths
 
-# A private /24 that is unlikely to clash with a real network (the top of 172.16.0.0/12).
-LAB_SUBNET = "172.31.254.0/24"
 LAB_PREFIXLEN = 24
-BRIDGE_NAME = "vfleet0"
-BRIDGE_IP = "172.31.254.1"
 FIRST_HOST_OCTET = 11
 MAX_HOSTS = 200
 # The port the controller serves the package mirror on, on the bridge address.
@@ -21,8 +24,67 @@ MIRROR_PORT = 8765
 # (the cpu-lab profile's port).
 ROUTER_PORT = 8080
 VLLM_PORT = 8000
-HOST_PREFIX = "vfleet-node"
+# The lab's Prometheus (Debian's) listens on the bridge address, scraping the lab's nodes.
+PROMETHEUS_PORT = 9090
 DEFAULT_HOSTS = 2
+LAB_NET_ENV = "VLLM_FLEET_LAB_NET"
+
+
+@dataclass(frozen=True)
+class LabNet:
+    """One lab's names and addresses; no name of one lab is a prefix of another's (``down`` matches by prefix)."""
+
+    key: str
+    host_prefix: str
+    bridge: str
+    subnet_octet: int
+    """The third octet of the lab's private /24 (the top of 172.16.0.0/12, unlikely to clash with a real one)."""
+    veth_prefix: str
+    cgroup_group: str
+    default_state_dir: str
+
+    @property
+    def subnet(self) -> str:
+        return f"172.31.{self.subnet_octet}.0/{LAB_PREFIXLEN}"
+
+    @property
+    def bridge_ip(self) -> str:
+        return f"172.31.{self.subnet_octet}.1"
+
+    def host_name(self, index: int) -> str:
+        return f"{self.host_prefix}{index}"
+
+    def host_ip(self, index: int) -> str:
+        if not 1 <= index <= MAX_HOSTS:
+            raise ValueError(f"host index {index} out of range 1..{MAX_HOSTS}")
+        return f"172.31.{self.subnet_octet}.{FIRST_HOST_OCTET + index - 1}"
+
+    @property
+    def mirror_url(self) -> str:
+        return f"http://{self.bridge_ip}:{MIRROR_PORT}"
+
+    @property
+    def router_url(self) -> str:
+        return f"http://{self.bridge_ip}:{ROUTER_PORT}"
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://{self.bridge_ip}:{PROMETHEUS_PORT}"
+
+
+MAIN = LabNet("main", "vfleet-node", "vfleet0", 254, "vfh", "vfleet", "/var/lib/vllm-fleet/lab")
+TEST = LabNet("test", "vftest-node", "vftest0", 253, "vth", "vftest", "/var/lib/vllm-fleet/test-lab")
+LAB_NETS = {net.key: net for net in (MAIN, TEST)}
+
+
+def lab_net(env: Mapping[str, str] | None = None) -> LabNet:
+    """The lab this process works on: ``$VLLM_FLEET_LAB_NET`` (main or test), main when unset."""
+    env = os.environ if env is None else env
+    key = env.get(LAB_NET_ENV) or MAIN.key
+    try:
+        return LAB_NETS[key]
+    except KeyError:
+        raise ValueError(f"{LAB_NET_ENV}={key!r}: expected one of {', '.join(LAB_NETS)}") from None
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -31,12 +93,17 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    return Path(env.get("VLLM_FLEET_LAB_DIR") or "/var/lib/vllm-fleet/lab")
+    return Path(env.get("VLLM_FLEET_LAB_DIR") or lab_net(env).default_state_dir)
 
 
 def router_dir(state_dir: Path) -> Path:
     """The lab router's config, pid file and runtime-API socket."""
     return state_dir / "router"
+
+
+def prometheus_dir(state_dir: Path) -> Path:
+    """The lab Prometheus's generated configuration (``vllm-fleet monitoring``), data, pid file and log."""
+    return state_dir / "prometheus"
 
 
 def router_command(state_dir: Path, vllm_fleet: str) -> list[str]:
@@ -49,20 +116,28 @@ def repo_root() -> Path:
     return paths.project_root()
 
 
-def default_inventory_dir() -> Path:
-    return repo_root() / "inventories" / "lab"
+def default_inventory_dir(state_dir: Path | None = None) -> Path:
+    """The main lab's inventory is the checkout's ``inventories/lab``; another lab's lives in its state dir."""
+    if lab_net() == MAIN:
+        return repo_root() / "inventories" / "lab"
+    return (state_dir or Path(lab_net().default_state_dir)) / "inventory"
 
 
+def mirror_state_dir(net: LabNet | None = None) -> Path:
+    """The mirror server of each lab (bound to that lab's bridge address): ``<cache>/mirror/server[-<lab>]``."""
+    net = net or lab_net()
+    name = "server" if net == MAIN else f"server-{net.key}"
+    return cache_dir() / "mirror" / name
+
+
+# The current lab's names, as functions (the environment is read at each call).
 def host_name(index: int) -> str:
-    return f"{HOST_PREFIX}{index}"
+    return lab_net().host_name(index)
 
 
 def host_ip(index: int) -> str:
-    if not 1 <= index <= MAX_HOSTS:
-        raise ValueError(f"host index {index} out of range 1..{MAX_HOSTS}")
-    base = BRIDGE_IP.rsplit(".", 1)[0]
-    return f"{base}.{FIRST_HOST_OCTET + index - 1}"
+    return lab_net().host_ip(index)
 
 
 def mirror_url() -> str:
-    return f"http://{BRIDGE_IP}:{MIRROR_PORT}"
+    return lab_net().mirror_url

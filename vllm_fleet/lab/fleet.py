@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vllm_fleet.deploy import clear_stale_locks, configure, ensure_engine, stack, up
+from vllm_fleet.fleet import plan_fleet
+from vllm_fleet.fleet_plan import FleetError
 from vllm_fleet.lab.hosts import Log
+from vllm_fleet.lab.prometheus import prometheus_up
 from vllm_fleet.lab.site import site_up
 from vllm_fleet.lab.stack import LAB_PROFILE, lab_fleet
+from vllm_fleet.lab.system import LabError
 from vllm_fleet.paths import cache_dir, project_root
 from vllm_fleet.profile_loader import builtin_profile_names
 from vllm_fleet.user_yaml import read_user_yaml
@@ -42,6 +47,9 @@ class LabUp:
     """Why the update failed (its last lines); None: it succeeded."""
     up_wall_s: float = 0.0
     """Seconds `pulumi up` itself took."""
+    prometheus_url: str | None = None
+    """The lab's Prometheus, scraping the nodes with the generated rules (None: not started, see monitoring_error)."""
+    monitoring_error: str | None = None
 
 
 def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = LAB_PROFILE, log: Log = print) -> LabUp:
@@ -57,9 +65,10 @@ def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = L
     st = stack(engine, stack_name)
     previous = st.outputs().get("nodes")
     before = {n["host"]: n["config_hash"] for n in (previous.value if previous else []) or []}
+    fleet = lab_fleet(site.state, site.model_dir, profile)
     configure(
         st,
-        lab_fleet(site.state, site.model_dir, profile),
+        fleet,
         Path(site.state.ssh_key).read_text(),
         lab_api_key(),
     )
@@ -74,7 +83,13 @@ def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = L
         last = list((previous.value if previous else []) or [])
         return LabUp(last, before, started, "\n".join(tail), time.time() - started)
     nodes: list[dict[str, Any]] = outputs.get("nodes", [])
-    return LabUp(nodes, before, started, None, time.time() - started)
+    up_wall_s = time.time() - started
+    try:  # beside the nodes: Prometheus with what `vllm-fleet monitoring` generates for this very fleet
+        url = prometheus_up(site.state, plan_fleet(fleet))
+    except (LabError, FleetError, OSError, subprocess.SubprocessError) as err:
+        return LabUp(nodes, before, started, None, up_wall_s, monitoring_error=str(err))
+    log(f"prometheus: {url} (scraping {len(nodes)} node(s) with the generated rules and alerts)")
+    return LabUp(nodes, before, started, None, up_wall_s, prometheus_url=url)
 
 
 def lab_stack_fleet(stack_name: str = "lab") -> dict[str, Any] | None:

@@ -10,6 +10,9 @@ Per host ``vfleet-node<i>`` (state dir ``<lab>/hosts/vfleet-node<i>/``):
 * a cgroup ``vfleet/vfleet-node<i>`` and a detached supervisor loop that runs
   ``systemd-nspawn --boot`` in both, restarting it on a reboot (see :mod:`.supervisor`).
 
+(The main lab's names; the tests' lab uses its own, :class:`vllm_fleet.lab.config.LabNet`, so that a test run
+leaves the main job's lab as it found it.)
+
 ``up`` is idempotent (running hosts are left alone), ``down`` removes every process,
 mount, namespace, link and cgroup of the lab, and works from what it finds on the machine
 even when the state file is gone.
@@ -59,7 +62,7 @@ def host_dir(state_dir: Path, name: str) -> Path:
 
 
 def index_of(name: str) -> int | None:
-    suffix = name.removeprefix(config.HOST_PREFIX)
+    suffix = name.removeprefix(config.lab_net().host_prefix)
     return int(suffix) if suffix != name and suffix.isdigit() else None
 
 
@@ -67,7 +70,7 @@ def etc_hosts(name: str, ip: str) -> str:
     return (
         "127.0.0.1\tlocalhost\n"
         f"{ip}\t{name}\n"
-        f"{config.BRIDGE_IP}\tlab-controller\n"
+        f"{config.lab_net().bridge_ip}\tlab-controller\n"
         "::1\tlocalhost ip6-localhost ip6-loopback\n"
     )
 
@@ -177,8 +180,13 @@ def ensure_nspawn_runtime() -> Path | None:
     return NSPAWN_RUNTIME
 
 
+def _own_nspawn_tmpfs() -> bool:
+    return mount_fstype(NSPAWN_RUNTIME) == "tmpfs" and (NSPAWN_RUNTIME / NSPAWN_TMPFS_MARKER).exists()
+
+
 def release_nspawn_runtime() -> None:
-    if mount_fstype(NSPAWN_RUNTIME) == "tmpfs" and (NSPAWN_RUNTIME / NSPAWN_TMPFS_MARKER).exists():
+    """Unmount the tmpfs ``up`` mounted on /run/systemd/nspawn, unless another lab's containers still use it."""
+    if _own_nspawn_tmpfs() and not nspawn_processes(every_lab=True):
         _umount(str(NSPAWN_RUNTIME))
 
 
@@ -205,6 +213,16 @@ def _parallel(fn: Callable[[HostState], HostState], hosts: Iterable[HostState]) 
 # -- up / status / down ------------------------------------------------------------------
 
 
+def _same_lab(state: LabState | None) -> None:
+    """A state dir belongs to the lab that made it: refuse to run another lab's names over it."""
+    net = config.lab_net()
+    if state is not None and state.net != net.key:
+        raise LabError(
+            f"{state.state_dir} holds the {state.net!r} lab, but {config.LAB_NET_ENV} selects {net.key!r}: "
+            f"set {config.LAB_NET_ENV}={state.net} to work on it, or pick another --state-dir"
+        )
+
+
 def lab_up(
     n: int | None = None,
     state_dir: Path | None = None,
@@ -219,6 +237,7 @@ def lab_up(
     ensure_tools()
     image = rootfs.build_rootfs(cache)
     previous = load_state(state_dir)
+    _same_lab(previous)
     if n is None:
         n = len(previous.hosts) if previous and previous.hosts else config.DEFAULT_HOSTS
     if not 1 <= n <= config.MAX_HOSTS:
@@ -230,7 +249,9 @@ def lab_up(
         ssh_key=ssh_dir / SSH_KEY_NAME,
         known_hosts=ssh_dir / "known_hosts",
         cgroup_roots=cgroups.hierarchy_roots(),
-        inventory=inventory_dir or (previous.inventory if previous else None) or config.default_inventory_dir(),
+        inventory=inventory_dir
+        or (previous.inventory if previous else None)
+        or config.default_inventory_dir(state_dir),
     )
     if previous is not None:
         state.nspawn_tmpfs = previous.nspawn_tmpfs
@@ -319,7 +340,7 @@ def lab_status(state_dir: Path | None = None, *, probe: bool = True) -> LabStatu
     state_dir = (state_dir or config.state_dir()).resolve()
     state = load_state(state_dir)
     if state is None:
-        return LabStatus(state=None, hosts=[], bridge_up=network.link_exists(config.BRIDGE_NAME))
+        return LabStatus(state=None, hosts=[], bridge_up=network.link_exists(config.lab_net().bridge))
 
     def one(h: HostState) -> HostStatus:
         running = host_running(h)
@@ -349,6 +370,7 @@ def lab_down(state_dir: Path | None = None, *, log: Log = _print) -> list[str]:
     require_root()
     state_dir = (state_dir or config.state_dir()).resolve()
     state = load_state(state_dir)
+    _same_lab(state)
     roots = state.cgroup_roots if state else cgroups.hierarchy_roots()
     names: set[str] = {h.name for h in state.hosts} if state else set()
     hosts_root = state_dir / "hosts"
@@ -356,7 +378,7 @@ def lab_down(state_dir: Path | None = None, *, log: Log = _print) -> list[str]:
         names.update(p.name for p in hosts_root.iterdir() if p.is_dir())
     names.update(network.lab_netns())
     for root in roots:
-        group = root / cgroups.LAB_GROUP
+        group = root / cgroups.lab_group()
         if group.is_dir():
             names.update(p.name for p in group.iterdir() if p.is_dir())
     if names:
@@ -370,7 +392,7 @@ def lab_down(state_dir: Path | None = None, *, log: Log = _print) -> list[str]:
         with ThreadPoolExecutor(max_workers=min(len(names), 16)) as pool:
             list(pool.map(down_one, sorted(names)))
     for link in network.lab_links():
-        if link != config.BRIDGE_NAME:
+        if link != config.lab_net().bridge:
             run(["ip", "link", "del", link], check=False)
     network.delete_bridge()
     cgroups.remove_lab_group_if_empty(roots)
@@ -388,10 +410,11 @@ def lab_down(state_dir: Path | None = None, *, log: Log = _print) -> list[str]:
     return sorted(names)
 
 
-def nspawn_processes() -> list[int]:
-    """PIDs of systemd-nspawn processes started for the lab (by their --network-namespace-path)."""
+def nspawn_processes(*, every_lab: bool = False) -> list[int]:
+    """PIDs of systemd-nspawn processes started for this lab (or for any lab), by their --network-namespace-path."""
     found = []
-    marker = str(network.NETNS_DIR / config.HOST_PREFIX).encode()
+    nets = config.LAB_NETS.values() if every_lab else [config.lab_net()]
+    markers = [str(network.NETNS_DIR / net.host_prefix).encode() for net in nets]
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -399,7 +422,7 @@ def nspawn_processes() -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv and argv[0].endswith(b"systemd-nspawn") and any(marker in a for a in argv):
+        if argv and argv[0].endswith(b"systemd-nspawn") and any(m in a for a in argv for m in markers):
             found.append(int(entry.name))
     return found
 
@@ -422,10 +445,10 @@ def leftovers(state_dir: Path, roots: list[Path] | None = None) -> dict[str, lis
     """What of a lab exists on this machine now (all empty after a clean ``down``)."""
     roots = roots if roots is not None else cgroups.hierarchy_roots()
     procs = [str(p) for p in nspawn_processes()]
-    procs += [str(p) for p in cgroups.procs(cgroups.LAB_GROUP, roots)]
+    procs += [str(p) for p in cgroups.procs(cgroups.lab_group(), roots)]
     lab_mounts = mounts_under(state_dir)
-    if mount_fstype(NSPAWN_RUNTIME) == "tmpfs" and (NSPAWN_RUNTIME / NSPAWN_TMPFS_MARKER).exists():
-        lab_mounts.append(str(NSPAWN_RUNTIME))
+    if _own_nspawn_tmpfs() and not nspawn_processes(every_lab=True):
+        lab_mounts.append(str(NSPAWN_RUNTIME))  # shared by the labs: this lab's to remove when it is the last
     return {
         "processes": sorted(set(procs)),
         "mounts": lab_mounts,

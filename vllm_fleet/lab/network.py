@@ -5,6 +5,9 @@
     controller: vfleet0 172.31.254.1/24 ── vfh1 ══ eth0 172.31.254.11/24 (netns vfleet-node1)
                                         └─ vfh2 ══ eth0 172.31.254.12/24 (netns vfleet-node2)
 
+(the main lab's names; the tests' lab has its own: vftest0, 172.31.253.0/24, vth<i>, vftest-node<i>, see
+:class:`vllm_fleet.lab.config.LabNet`).
+
 Hosts get only the on-link route of the lab subnet: no default route, no DNS, so nothing
 leaves the machine. The bridge does not forward to other interfaces (IPv4 forwarding is
 off on it), and the controller's services on the bridge address (the package mirror) are
@@ -21,19 +24,17 @@ from vllm_fleet.lab import config
 from vllm_fleet.lab.system import run
 
 NETNS_DIR = Path("/run/netns")
-NETNS_PREFIX = config.HOST_PREFIX
-VETH_PREFIX = "vfh"
 GUEST_IFACE = "eth0"
 
 
 def netns_name(host: str) -> str:
     """Each host's network namespace carries the host's name (``vfleet-node<i>``)."""
-    assert host.startswith(NETNS_PREFIX), host
+    assert host.startswith(config.lab_net().host_prefix), host
     return host
 
 
 def veth_name(index: int) -> str:
-    name = f"{VETH_PREFIX}{index}"
+    name = f"{config.lab_net().veth_prefix}{index}"
     assert len(name) <= 15, name  # IFNAMSIZ
     return name
 
@@ -62,13 +63,14 @@ def link_exists(name: str) -> bool:
 
 
 def lab_links() -> list[str]:
-    """Interfaces on the controller that belong to a lab (the bridge and host-side veths)."""
+    """Interfaces on the controller that belong to this lab (its bridge and host-side veths)."""
     names = [str(link.get("ifname", "")) for link in links()]
-    return [n for n in names if n == config.BRIDGE_NAME or _is_lab_veth(n)]
+    return [n for n in names if n == config.lab_net().bridge or _is_lab_veth(n)]
 
 
 def _is_lab_veth(name: str) -> bool:
-    return name.startswith(VETH_PREFIX) and name[len(VETH_PREFIX) :].isdigit()
+    prefix = config.lab_net().veth_prefix
+    return name.startswith(prefix) and name[len(prefix) :].isdigit()
 
 
 def netns_list() -> list[str]:
@@ -79,7 +81,7 @@ def netns_list() -> list[str]:
 
 
 def lab_netns() -> list[str]:
-    return [ns for ns in netns_list() if ns.startswith(NETNS_PREFIX)]
+    return [ns for ns in netns_list() if ns.startswith(config.lab_net().host_prefix)]
 
 
 # -- bridge ----------------------------------------------------------------------------
@@ -88,11 +90,12 @@ def lab_netns() -> list[str]:
 def ensure_bridge() -> bool:
     """Create and configure the lab bridge; return True if it was created."""
     created = False
-    bridge = config.BRIDGE_NAME
+    net = config.lab_net()
+    bridge = net.bridge
     if not link_exists(bridge):
         run(["ip", "link", "add", bridge, "type", "bridge", "stp_state", "0", "forward_delay", "0"])
         created = True
-    addr = f"{config.BRIDGE_IP}/{config.LAB_PREFIXLEN}"
+    addr = f"{net.bridge_ip}/{config.LAB_PREFIXLEN}"
     have = run(["ip", "-4", "-o", "addr", "show", "dev", bridge]).stdout
     if f" {addr} " not in have:
         run(["ip", "addr", "replace", addr, "dev", bridge])
@@ -103,8 +106,9 @@ def ensure_bridge() -> bool:
 
 
 def delete_bridge() -> None:
-    if link_exists(config.BRIDGE_NAME):
-        run(["ip", "link", "del", config.BRIDGE_NAME])
+    bridge = config.lab_net().bridge
+    if link_exists(bridge):
+        run(["ip", "link", "del", bridge])
 
 
 def _write_sysctl(path: Path, value: str) -> None:
@@ -123,8 +127,9 @@ def create_host_network(index: int, netns: str, ip: str) -> None:
     peer = ["peer", "name", GUEST_IFACE, "address", guest_mac(ip), "netns", netns]
     run(["ip", "link", "add", veth, "type", "veth", *peer])
     # A host re-created with the same IP must not be shadowed by a stale ARP entry (~30 s).
-    run(["ip", "neigh", "flush", "to", ip, "dev", config.BRIDGE_NAME], check=False)
-    run(["ip", "link", "set", veth, "master", config.BRIDGE_NAME, "up"])
+    bridge = config.lab_net().bridge
+    run(["ip", "neigh", "flush", "to", ip, "dev", bridge], check=False)
+    run(["ip", "link", "set", veth, "master", bridge, "up"])
     run(["ip", "-n", netns, "link", "set", "lo", "up"])
     run(["ip", "-n", netns, "addr", "add", f"{ip}/{config.LAB_PREFIXLEN}", "dev", GUEST_IFACE])
     run(["ip", "-n", netns, "link", "set", GUEST_IFACE, "up"])

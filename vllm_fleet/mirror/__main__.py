@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build or refresh the mirror under the cache")
     b.add_argument("--no-bootstrap", action="store_true", help="do not download pip/setuptools/wheel")
     s = sub.add_parser("start", help="build (unless --no-build), then serve it detached")
-    s.add_argument("--address", default=lab_config.BRIDGE_IP, help="[default: the lab bridge, %(default)s]")
+    s.add_argument("--address", default=lab_config.lab_net().bridge_ip, help="[default: the lab bridge, %(default)s]")
     s.add_argument("--port", type=int, default=lab_config.MIRROR_PORT, help="[default: %(default)s]")
     s.add_argument("--root", type=Path, default=None, help="serve this directory instead of the built mirror")
     s.add_argument("--no-build", action="store_true")
@@ -63,11 +63,12 @@ def main(argv: list[str] | None = None) -> int:
             root = args.root
             if root is None:
                 root = mirror_root() if args.no_build else _build(args).root
-            _describe(start(root, args.address, args.port))
+            _describe(start(root, args.address, args.port, state_dir=lab_config.mirror_state_dir()))
         elif args.cmd == "stop":
-            print("mirror server: stopped" if stop() else "mirror server: was not running")
+            stopped = stop(state_dir=lab_config.mirror_state_dir())
+            print("mirror server: stopped" if stopped else "mirror server: was not running")
         else:
-            _describe(status())
+            _describe(status(state_dir=lab_config.mirror_state_dir()))
     except MirrorError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -1,0 +1,172 @@
+"""The lab's Prometheus (what `vllm-fleet up` leaves beside the nodes): Debian's server, configured by
+playbooks/monitoring.yml with what `vllm-fleet monitoring` generates for the lab fleet, scrapes every lab node with
+the node's labels; a node restarted on an edited config with a KV cache too small for its batch fires the
+preemption alert and the config-drift alert, on that node only; `lab down` stops the server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.converge.test_rollout_router import _ssh, all_serving
+from vllm_fleet.ansible import PlaybookResult
+from vllm_fleet.fleet import plan_fleet
+from vllm_fleet.lab import config
+from vllm_fleet.lab.prometheus import prometheus_down, prometheus_up
+from vllm_fleet.lab.stack import lab_fleet
+from vllm_fleet.monitoring import series as mseries
+from vllm_fleet.monitoring.alerts import CONFIG_DRIFT, PREEMPTIONS
+
+pytestmark = pytest.mark.lab
+
+MODEL = "tiny-llama-lab"
+SMALL_KV = 2_621_440
+"""2.5 MiB: 1,280 tokens of the tiny model's float32 KV (2 KiB a token), enough for one max_model_len (1,024)
+sequence, far too few for 8 sequences of ~460 tokens: the scheduler must preempt."""
+ORIGINAL = "/root/main.yaml.monitoring-test"
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout_s: float) -> Any:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except httpx.HTTPError as err:
+            last = err
+        else:
+            if last:
+                return last
+        time.sleep(1)
+    pytest.fail(f"{what} not within {timeout_s:g} s; last: {last!r}"[:3000])
+
+
+class Prom:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def api(self, path: str, **params: str) -> Any:
+        body = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=10).json()
+        assert body.get("status") == "success", (path, params, body)
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.api("query", query=expr)["result"]
+        return result
+
+    def alerts(self, name: str) -> list[dict[str, Any]]:
+        return [a for a in self.api("alerts")["alerts"] if a["labels"]["alertname"] == name]
+
+
+@pytest.fixture(scope="module")
+def lab_prometheus(first_converge: PlaybookResult, site: Any) -> Iterator[tuple[Prom, Any]]:
+    assert first_converge.ok
+    all_serving(site)
+    plan = plan_fleet(lab_fleet(site.state, site.model_dir))
+    url = prometheus_up(site.state, plan)
+    try:
+        yield Prom(url), plan
+    finally:
+        prometheus_down(site.state.state_dir)
+
+
+def test_the_lab_prometheus_scrapes_every_node_with_its_labels(lab_prometheus: tuple[Prom, Any], site: Any) -> None:
+    prom, plan = lab_prometheus
+    assert prom.url == config.lab_net().prometheus_url
+    names = {h.name for h in site.state.hosts}
+    up = wait_for(
+        "every lab node scraped and up",
+        lambda: (r := prom.query(f'up{{job="{mseries.JOB}"}} == 1')) and {s["metric"]["host"] for s in r} == names,
+        90,
+    )
+    assert up
+    targets = {t["labels"]["host"]: t["labels"] for t in prom.api("targets")["activeTargets"]}
+    for node in plan.nodes:
+        labels = targets[node.name]
+        assert labels["config_hash"] == node.config_hash and labels["profile"] == node.profile == "cpu-lab"
+        assert labels["vllm_version"] == node.vllm_version and labels["instance"] == node.endpoint.split("//")[1]
+    # The generated rules are loaded and healthy, the drift alert quiet for the converged fleet.
+    rules = rules_now(prom)
+    assert len(rules) >= 30 and all(r["health"] in ("ok", "unknown") for r in rules), rules
+    drift = wait_for(
+        "the drift rule evaluated",
+        lambda: [r for r in rules_now(prom) if r["name"] == CONFIG_DRIFT and r["health"] == "ok"],
+        60,
+    )
+    assert drift[0]["state"] == "inactive", drift
+    assert prom.alerts(CONFIG_DRIFT) == [] and prom.alerts(PREEMPTIONS) == []
+
+
+def rules_now(prom: Prom) -> list[dict[str, Any]]:
+    return [r for g in prom.api("rules")["groups"] for r in g["rules"]]
+
+
+def _load(url: str, n: int = 8, max_tokens: int = 400) -> list[int]:
+    """``n`` long completions at once straight to one node; the status codes."""
+
+    def one(i: int) -> int:
+        prompt = f"Request {i} to the fleet: " + "the servers hum along in the night " * 6
+        body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True}
+        return httpx.post(f"{url}/v1/completions", json=body, timeout=300).status_code
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def test_an_edited_node_with_a_small_kv_cache_fires_preemption_and_drift(
+    lab_prometheus: tuple[Prom, Any], site: Any
+) -> None:
+    prom, plan = lab_prometheus
+    host = site.state.hosts[0]
+    node = next(n for n in plan.nodes if n.name == host.name)
+    h = _ssh(site, host)
+    edit = (
+        f"cp -p /etc/vllm/main.yaml {ORIGINAL} && "
+        f"sed -i 's/^kv-cache-memory-bytes: .*$/kv-cache-memory-bytes: {SMALL_KV}/' /etc/vllm/main.yaml && "
+        "grep -q '^kv-cache-memory-bytes: 2621440$' /etc/vllm/main.yaml && systemctl restart vllm-main"
+    )
+    assert h.run(edit).rc == 0
+    try:
+        wait_for(
+            "the edited node healthy", lambda: httpx.get(f"{node.endpoint}/health", timeout=5).status_code == 200, 240
+        )
+        assert _load(node.endpoint) == [200] * 8
+        live = f'vllm:num_preemptions_total{{host="{host.name}"}}'
+        assert wait_for(
+            "the preemptions scraped", lambda: [s for s in prom.query(live) if float(s["value"][1]) > 0], 60
+        )
+        fired = wait_for(
+            "the preemption alert firing",
+            lambda: [a for a in prom.alerts(PREEMPTIONS) if a["state"] == "firing"],
+            90,
+        )
+        assert {a["labels"]["host"] for a in fired} == {host.name}, fired
+        drift = wait_for(
+            "the config-drift alert pending",
+            lambda: [a for a in prom.alerts(CONFIG_DRIFT) if a["state"] in ("pending", "firing")],
+            90,
+        )
+        assert {a["labels"]["host"] for a in drift} == {host.name}, drift
+        assert f"kv_cache_memory_bytes={SMALL_KV}" in drift[0]["annotations"]["description"], drift[0]
+    finally:
+        assert h.run(f"cp -p {ORIGINAL} /etc/vllm/main.yaml && rm {ORIGINAL} && systemctl restart vllm-main").rc == 0
+        wait_for(
+            "the node back on its config",
+            lambda: httpx.get(f"{node.endpoint}/health", timeout=5).status_code == 200,
+            240,
+        )
+    wait_for("the drift alert gone", lambda: prom.alerts(CONFIG_DRIFT) == [], 90)
+
+
+def test_lab_down_stops_the_lab_prometheus(lab_prometheus: tuple[Prom, Any], site: Any) -> None:
+    prom, _ = lab_prometheus
+    assert httpx.get(f"{prom.url}/-/ready", timeout=5).status_code == 200
+    assert prometheus_down(site.state.state_dir)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{prom.url}/-/ready", timeout=2)
+    assert not prometheus_down(site.state.state_dir)  # idempotent
