@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from vllm_fleet.fleet_plan import FleetError
+from vllm_fleet.fleet_source import NAMESPACE as STACK_NAMESPACE
 from vllm_fleet.profile_loader import Problem, ProfileError, load_profile
 from vllm_fleet.user_yaml import InputFileError, read_user_yaml
 
-STACK_NAMESPACE = "vllm-fleet"
 STACK_KEYS = {
     "fleet": "the fleet: hosts, rollout, role_vars",
+    "fleetFile": "a file holding the fleet (for large fleets), relative to the project",
     "sshPrivateKey": "the controller's SSH private key (a secret)",
     "apiKey": "the nodes' API key (a secret)",
     "smoke": "gate each node on `vllm-fleet smoke` (default true)",
@@ -47,9 +48,11 @@ def file_kind(path: Path, data: Any) -> str:
 
 
 # -- stack configs ---------------------------------------------------------------------------------------------
-def check_stack_config(data: dict[str, Any]) -> list[Problem]:
-    """Every problem of a ``Pulumi.<stack>.yaml``: its ``vllm-fleet:*`` keys, secrets in clear, the fleet."""
+def check_stack_config(data: dict[str, Any], project: Path) -> list[Problem]:
+    """Every problem of a ``Pulumi.<stack>.yaml`` in ``project``: its ``vllm-fleet:*`` keys, secrets in clear, the
+    fleet (inline or the fleet file it names)."""
     from vllm_fleet.fleet import plan_fleet
+    from vllm_fleet.fleet_source import in_file, stack_fleet
 
     problems: list[Problem] = []
     config: dict[str, Any] = data["config"]
@@ -69,13 +72,14 @@ def check_stack_config(data: dict[str, Any]) -> list[Problem]:
                     f"`pulumi config set --secret {name} -- …` (it is then stored encrypted)",
                 )
             )
-    fleet = config.get(f"{STACK_NAMESPACE}:fleet")
-    if fleet is None:
-        return [*problems, Problem(f"{STACK_NAMESPACE}:fleet", "missing: describe the hosts (see docs/pulumi.md)")]
+    try:
+        fleet, fleet_file = stack_fleet(config, project)
+    except FleetError as err:
+        return problems + err.problems
     try:
         plan_fleet(fleet)
     except FleetError as err:
-        problems += err.problems
+        problems += in_file(err, fleet_file).problems
     return problems
 
 
@@ -185,7 +189,7 @@ def check_fleet_file(path: Path) -> tuple[str, list[Problem]] | None:
     if kind == "profile" and path.suffix in {".yaml", ".yml", ".json"}:
         return None
     if kind == "stack":
-        return kind, check_stack_config(data)
+        return kind, check_stack_config(data, path.parent)
     try:
         return "inventory", check_inventory([str(path)])
     except InputFileError as err:

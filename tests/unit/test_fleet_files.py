@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from vllm_fleet.fleet_files import check_fleet_file, check_inventory
@@ -113,3 +114,83 @@ def test_the_validate_playbook_says_the_same(tmp_path: Path) -> None:
         assert " ".join(line.split())[:60] in out, (line, proc.stdout[-2000:])
     assert "gpu-a" not in out.split("PLAY RECAP")[-1] or "unreachable=0" in out  # no connection was attempted
     assert check_fleet_file(path) is not None
+
+
+# -- a fleet file named by the stack (vllm-fleet:fleetFile): fleets over the 128 KiB config variable -------------
+def _stack_with_fleet_file(tmp_path: Path, fleet: Any, name: str = "fleets/site-a.yaml") -> Path:
+    stack = yaml.safe_load((ROOT / "Pulumi.example.yaml").read_text())
+    stack["config"].pop("vllm-fleet:fleet")
+    stack["config"]["vllm-fleet:fleetFile"] = name
+    path = tmp_path / "Pulumi.site.yaml"
+    path.write_text(yaml.safe_dump(stack))
+    if fleet is not None:
+        target = tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(fleet if isinstance(fleet, str) else yaml.safe_dump(fleet))
+    return path
+
+
+def _example_fleet() -> dict[str, Any]:
+    fleet: dict[str, Any] = yaml.safe_load((ROOT / "Pulumi.example.yaml").read_text())["config"]["vllm-fleet:fleet"]
+    return fleet
+
+
+def test_a_fleet_file_validates_like_the_inline_fleet(tmp_path: Path) -> None:
+    path = _stack_with_fleet_file(tmp_path, _example_fleet())
+    proc = validate(path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_fleet_file_s_problems_name_the_file_and_the_field(tmp_path: Path) -> None:
+    fleet = _example_fleet()
+    fleet["hosts"][1]["address"] = "-oProxyCommand=id"
+    fleet["hosts"][2]["overrides"] = {"gpu_memory_utilization": 1.5}
+    fleet["role_vars"]["vllm_pip_index_url"] = "{{ lookup('pipe', 'id') }}"
+    path = _stack_with_fleet_file(tmp_path, fleet)
+    proc = validate(path)
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert f"{path}: fleets/site-a.yaml: hosts[1](gpu-4090-b).address: not an IP address or DNS name" in out, out
+    assert f"{path}: fleets/site-a.yaml: hosts[2](gpu-l40-a).overrides.gpu_memory_utilization:" in out, out
+    assert f"{path}: fleets/site-a.yaml: role_vars.vllm_pip_index_url: is a Jinja template" in out, out
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("../outside.yaml", "must be a relative path inside the project"),
+        ("/etc/fleet.yaml", "must be a relative path inside the project"),
+        ("fleet.txt", "want a .yaml, .yml or .json file"),
+        ("missing.yaml", "missing.yaml: (file): cannot read"),
+        ("", "must be a file name"),
+    ],
+)
+def test_a_bad_fleet_file_name_is_refused_naming_the_key(tmp_path: Path, name: str, words: str) -> None:
+    path = _stack_with_fleet_file(tmp_path, None, name)
+    proc = validate(path)
+    assert proc.returncode == 1
+    assert f"{path}: vllm-fleet:fleetFile: " in proc.stdout and words in proc.stdout, proc.stdout
+
+
+def test_a_fleet_file_symlinked_outside_the_project_or_with_duplicate_keys_is_refused(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text(yaml.safe_dump(_example_fleet()))
+    (project / "fleet.yaml").symlink_to(outside)
+    proc = validate(_stack_with_fleet_file(project, None, "fleet.yaml"))
+    assert "vllm-fleet:fleetFile: 'fleet.yaml' leads outside the project" in proc.stdout, proc.stdout
+    (project / "fleet.yaml").unlink()
+    proc = validate(_stack_with_fleet_file(project, "hosts: []\nhosts: []\n", "fleet.yaml"))
+    assert "vllm-fleet:fleetFile: fleet.yaml: (yaml): not valid YAML at line 2" in proc.stdout, proc.stdout
+    assert "duplicate key 'hosts'" in proc.stdout
+
+
+def test_a_stack_with_both_an_inline_fleet_and_a_fleet_file_is_refused(tmp_path: Path) -> None:
+    path = _stack_with_fleet_file(tmp_path, _example_fleet())
+    stack = yaml.safe_load(path.read_text())
+    stack["config"]["vllm-fleet:fleet"] = _example_fleet()
+    path.write_text(yaml.safe_dump(stack))
+    proc = validate(path)
+    assert proc.returncode == 1
+    assert "vllm-fleet:fleetFile: the stack sets vllm-fleet:fleet too" in proc.stdout, proc.stdout
