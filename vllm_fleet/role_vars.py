@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from vllm_fleet.gpu_host.kernel_modules import architectures, choose_flavour
 from vllm_fleet.paths import project_root
 from vllm_fleet.profile_loader import Problem
 from vllm_fleet.values import SECRET_NAMES
@@ -446,15 +447,13 @@ def required_problems(effective_vars: Mapping[str, Any], prefix: str = "role_var
                 f"{_plain(branch)} does not match nvidia_driver_version {_plain(version)}",
             )
         )
-    if v.get("nvidia_driver_gpu_architecture") == "blackwell" and v.get("nvidia_driver_kernel_modules", "auto") == (
-        "proprietary"
-    ):
-        problems.append(
-            Problem(
-                _field(prefix, "nvidia_driver_kernel_modules"),
-                "Blackwell GPUs need the open kernel modules (use auto or open)",
-            )
-        )
+    architecture, requested = v.get("nvidia_driver_gpu_architecture"), v.get("nvidia_driver_kernel_modules", "auto")
+    if architecture in architectures() and requested in ("auto", "open", "proprietary"):
+        # NVIDIA's flavour rule (open on Volta, proprietary on Blackwell, a branch that dropped the architecture).
+        choice = choose_flavour(architecture, requested, str(v.get("nvidia_driver_version", "")))
+        if choice.problem:
+            name, message = choice.problem.split(": ", 1)
+            problems.append(Problem(_field(prefix, name), message))
     package = v.get("vllm_package")
     if "vllm_package" in v and package not in schema.builtin_recipes and "vllm_pip_steps" not in v:
         problems.append(

@@ -44,7 +44,7 @@ def test_problems_are_all_reported_with_the_release(run: Run, tool: Tool, tmp_pa
         "nvidia_driver_skip_reboot": True,  # NVIDIA's role's variable
         "nvidia_driver_version": "580",
         "nvidia_driver_branch": "570",
-        "nvidia_driver_gpu_architecture": "volta",
+        "nvidia_driver_gpu_architecture": "kepler",  # no driver branch of the table supports it
         "nvidia_driver_reboot": "false",  # a string, not a boolean
     }
     inv = _inventory(tmp_path, {"node1": dict(GOOD), "node2": bad})
@@ -56,7 +56,7 @@ def test_problems_are_all_reported_with_the_release(run: Run, tool: Tool, tmp_pa
         "cuda_toolkit_version: missing",
         "vllm_fleet_profile: missing",
         "nvidia_driver_reboot: must be a YAML boolean",
-        'nvidia_driver_gpu_architecture: "volta" is not one of',
+        'nvidia_driver_gpu_architecture: "kepler" is not one of maxwell, pascal, volta, turing, ampere, ada,',
         'nvidia_driver_version: "580" is not an exact version',
         "nvidia_driver_branch: 570 does not match nvidia_driver_version 580",
     ):
@@ -80,3 +80,59 @@ def test_a_broken_profile_fails_on_the_controller(run: Run, tool: Tool, tmp_path
     proc = run([tool("ansible-playbook"), "-i", str(inv), "playbooks/validate.yml"])
     assert proc.returncode != 0
     assert "swap_space" in proc.stdout + proc.stderr
+
+
+def test_preflight_names_the_kernel_module_flavour_and_why(run: Run, tool: Tool, tmp_path: Path) -> None:
+    """Done when (issue 14): preflight output for an Ada, a Hopper and a Volta host names the flavour and why."""
+    hosts = {
+        "ada-node": {**GOOD, "nvidia_driver_gpu_architecture": "ada"},
+        "hopper-node": {**GOOD, "nvidia_driver_gpu_architecture": "hopper"},
+        "volta-node": {**GOOD, "nvidia_driver_gpu_architecture": "volta"},
+        "hopper-535": {**GOOD, "nvidia_driver_version": "535.230.02"},
+        "ada-pinned": {**GOOD, "nvidia_driver_gpu_architecture": "ada", "nvidia_driver_kernel_modules": "proprietary"},
+    }
+    inv = _inventory(tmp_path, hosts)
+    proc = run([tool("ansible-playbook"), "-i", str(inv), "playbooks/validate.yml"])
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    plans = _plans(proc.stdout)
+    assert plans["ada-node"][0] == (
+        "nvidia_driver: open kernel modules: Ada is Turing or later and branch 580 is R560 or later: NVIDIA's "
+        "default is the open kernel modules"
+    )
+    assert plans["hopper-node"][0].startswith("nvidia_driver: open kernel modules: Hopper is Turing or later")
+    assert plans["volta-node"][0] == (
+        "nvidia_driver: proprietary kernel modules: Volta predates Turing: the open kernel modules need the GSP "
+        "(Turing and later), so NVIDIA requires the proprietary modules"
+    )
+    assert plans["hopper-535"][0].startswith("nvidia_driver: proprietary kernel modules: Hopper supports both")
+    assert "predates R560" in plans["hopper-535"][0]
+    # An explicit choice wins, and says what NVIDIA's default would have been.
+    assert plans["ada-pinned"][0].startswith(
+        "nvidia_driver: proprietary kernel modules: nvidia_driver_kernel_modules: proprietary set explicitly "
+        "(NVIDIA's default here: open;"
+    )
+    for host in hosts:
+        assert plans[host][1].startswith("next kernel: a new kernel brings its headers"), plans[host]
+
+
+def test_preflight_refuses_open_modules_on_volta_with_the_fix(run: Run, tool: Tool, tmp_path: Path) -> None:
+    bad = {**GOOD, "nvidia_driver_gpu_architecture": "volta", "nvidia_driver_kernel_modules": "open"}
+    inv = _inventory(tmp_path, {"v100": bad})
+    proc = run([tool("ansible-playbook"), "-i", str(inv), "playbooks/validate.yml"])
+    assert proc.returncode != 0
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert "nvidia_driver_kernel_modules: open does not work on Volta GPUs" in out
+    assert "set nvidia_driver_kernel_modules: proprietary (or auto)" in out
+
+
+def _plans(stdout: str) -> dict[str, list[str]]:
+    """Each host's `_preflight_plan` lines from the debug task's YAML output."""
+    plans: dict[str, list[str]] = {}
+    for block in stdout.split("TASK [")[1:]:
+        if not block.startswith("preflight : Show what the host will get"):
+            continue
+        for chunk in block.split("ok: [")[1:]:
+            host, _, body = chunk.partition("]")
+            loaded = yaml.safe_load(body.split("=>", 1)[1].split("\n\n", 1)[0])
+            plans[host] = loaded["_preflight_plan"]
+    return plans

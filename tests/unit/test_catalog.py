@@ -30,8 +30,10 @@ def test_hardware_catalog_has_the_fleet_gpus() -> None:
     expected = {"rtx4090", "l40", "l40s", "a100-40gb", "a100-80gb", "h100-pcie", "h100-sxm", "h200", "cpu-lab"}
     assert expected <= set(hw)
     assert all(h.fp8 == (h.fp8_tflops is not None) for h in hw.values())
+    # The flavour follows the architecture through the one table (nvidia_kernel_modules.yaml), not per entry.
     hopper = [h for h in hw.values() if h.architecture == "hopper"]
-    assert hopper and all(h.open_kernel_module == "required" for h in hopper)
+    assert hopper and all(h.open_kernel_module == "recommended" for h in hopper)
+    assert hw["cpu-lab"].open_kernel_module == "none"
 
 
 def test_model_from_local_config_json(tmp_path: Path) -> None:

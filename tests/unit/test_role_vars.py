@@ -17,6 +17,7 @@ from jinja2 import meta
 from vllm_fleet import converge
 from vllm_fleet.fleet import plan_fleet
 from vllm_fleet.fleet_plan import FleetError
+from vllm_fleet.gpu_host.kernel_modules import architectures
 from vllm_fleet.lab.stack import LAB_HARDWARE, LAB_PROFILE, lab_role_vars
 from vllm_fleet.lab.state import LabState
 from vllm_fleet.paths import project_root
@@ -148,7 +149,8 @@ def test_choices() -> None:
         'role_vars.nvidia_driver_kernel_modules: "closed" is not one of auto, open, proprietary'
     )
     assert one({"nvidia_driver_gpu_architecture": "lovelace"}) == (
-        'role_vars.nvidia_driver_gpu_architecture: "lovelace" is not one of turing, ampere, ada, hopper, blackwell'
+        'role_vars.nvidia_driver_gpu_architecture: "lovelace" is not one of maxwell, pascal, volta, turing, ampere, '
+        "ada, hopper, blackwell"
     )
     assert one({"preflight_components": ["vllm", "driver"]}) == (
         'role_vars.preflight_components[1]: "driver" is not one of nvidia_driver, cuda_toolkit, vllm, vllm_service'
@@ -244,7 +246,7 @@ def test_schema_reads_every_role_and_entry_point() -> None:
     assert {o.role for o in schema.options.values()} == roles
     assert schema.options["vllm_remove_models"].type == "bool"
     assert schema.options["vllm_fleet_rollout_serial"].entry_point == "playbooks"
-    assert schema.options["nvidia_driver_open_architectures"].elements == "str"
+    assert schema.options["nvidia_driver_pin_packages"].elements == "str"
     assert schema.components == ("nvidia_driver", "cuda_toolkit", "vllm", "vllm_service")
     assert role_schema() is schema  # read once
 
@@ -260,6 +262,8 @@ def test_preflight_vars_agree_with_argument_specs() -> None:
         assert schema.options[name].type == "bool", name
     for name, allowed in pvars["_preflight_choices"].items():
         assert schema.options[name].choices == tuple(allowed), name
+    # problems.j2 takes the architectures from the flavour table (filter plugin): the role's choices are the same.
+    assert schema.options["nvidia_driver_gpu_architecture"].choices == tuple(architectures())
     for name, _pattern, _example in pvars["_preflight_formats"]:
         assert schema.options[name].type == "str", name
     for entry in pvars["_preflight_removed_variables"]:
@@ -364,7 +368,7 @@ def test_every_variable_the_roles_and_playbooks_read_is_declared() -> None:
 def test_required_problems_of_an_empty_host_are_problems_j2_lines() -> None:
     assert lines(required_problems({}, prefix="")) == [
         "nvidia_driver_version: missing; set the exact driver version, e.g. 580.95.05",
-        "nvidia_driver_gpu_architecture: missing; set turing, ampere, ada, hopper or blackwell",
+        "nvidia_driver_gpu_architecture: missing; set maxwell, pascal, volta, turing, ampere, ada, hopper or blackwell",
         "cuda_toolkit_version: missing; set the exact toolkit version, e.g. 12.8.1",
         "vllm_version: missing; set it, or vllm_fleet_profile (the profile's vllm_version pin is used)",
         "vllm_fleet_profile: missing; name a built-in decode profile or a profile file"
@@ -398,6 +402,17 @@ def test_cross_variable_rules() -> None:
     assert lines(required_problems({**base, "nvidia_driver_kernel_modules": "proprietary"}, prefix="")) == [
         "nvidia_driver_kernel_modules: Blackwell GPUs need the open kernel modules (use auto or open)"
     ]
+    volta = {**base, "nvidia_driver_gpu_architecture": "volta"}
+    assert required_problems(volta) == []
+    assert lines(required_problems({**volta, "nvidia_driver_kernel_modules": "open"}, prefix="")) == [
+        "nvidia_driver_kernel_modules: open does not work on Volta GPUs (Volta predates Turing: the open kernel "
+        "modules need the GSP (Turing and later), so NVIDIA requires the proprietary modules); set "
+        "nvidia_driver_kernel_modules: proprietary (or auto)"
+    ]
+    assert lines(required_problems({**volta, "nvidia_driver_version": "590.44.01"}, prefix="")) == [
+        "nvidia_driver_version: driver branch 590 has no support for Volta GPUs (R580 is the last branch for "
+        "Maxwell, Pascal and Volta); pin a 580 driver"
+    ]
     assert lines(required_problems({**base, "vllm_package": "vllm-rocm"}, prefix="")) == [
         "vllm_package: vllm-rocm has no built-in install recipe; give vllm_pip_steps"
     ]
@@ -408,9 +423,10 @@ def test_cross_variable_rules() -> None:
 @functools.cache
 def _ansible_plugins() -> None:
     """Ansible's plugin loader (the template's varnames and vars lookups), set up once per process."""
-    from ansible.plugins.loader import init_plugin_loader
+    from ansible.plugins.loader import filter_loader, init_plugin_loader
 
     init_plugin_loader()
+    filter_loader.add_directory(str(ROOT / "plugins" / "filter"))  # ansible.cfg's filter_plugins
 
 
 def _problems_j2(host_vars: dict[str, Any]) -> list[str]:

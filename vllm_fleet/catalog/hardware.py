@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from vllm_fleet.catalog._data import read_yaml
+
+if TYPE_CHECKING:
+    from vllm_fleet.gpu_host.kernel_modules import OpenModules
 
 MIB = 1024**2
 
@@ -21,8 +24,8 @@ class Hardware(BaseModel):
     """Catalog key (``rtx4090``, ``h100-sxm``…), also the host's hardware label in the fleet spec."""
     name: str
     """Marketing name as nvidia-smi prints it."""
-    architecture: Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
-    """GPU generation; picks the kernel-module flavour and FP8 support."""
+    architecture: Literal["maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "cpu"]
+    """GPU generation; picks the kernel-module flavour (nvidia_kernel_modules.yaml) and FP8 support."""
     compute_capability: str | None
     """CUDA SM version (``"8.9"``), ``None`` for the CPU lab."""
     memory_mib: int = Field(gt=0)
@@ -39,12 +42,18 @@ class Hardware(BaseModel):
     """GPUs talk over NVLink."""
     nvswitch: bool
     """NVSwitch fabric (HGX boards): the driver role installs a version-locked nvidia-fabricmanager."""
-    open_kernel_module: Literal["required", "recommended", "none"]
-    """Which NVIDIA kernel-module flavour this GPU needs."""
     kv_block_size: int = Field(default=16, gt=0)
     """vLLM's default tokens per KV block on this platform (GPUs 16; the CPU build 128)."""
     runtime_overhead_mib: int = Field(ge=0)
     """Reserved besides weights, KV and activations: CUDA context, library workspaces, CUDA graphs."""
+
+    @property
+    def open_kernel_module(self) -> OpenModules:
+        """What NVIDIA's open kernel modules are to this GPU (required, recommended, unsupported; none: no GPU),
+        from the one flavour table (nvidia_kernel_modules.yaml)."""
+        from vllm_fleet.gpu_host.kernel_modules import open_kernel_module  # the table reads the catalog package
+
+        return open_kernel_module(self.architecture)
 
     @property
     def memory_bytes(self) -> int:
