@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 import yaml
 
@@ -14,6 +16,7 @@ from vllm_fleet.gpu_host.kernel_upgrades import (
     next_kernel_plan,
     parse_dkms_status,
 )
+from vllm_fleet.gpu_host.secure_boot import secure_boot_plan, secure_boot_state
 from vllm_fleet.paths import project_root
 
 # -- kernel-module flavour: NVIDIA's rule (driver installation guide, "Kernel Modules") ----------------------
@@ -157,3 +160,51 @@ def test_next_kernel_plan() -> None:
     assert "DKMS builds the open kernel module" in next_kernel_plan(True, False, "open")
     assert next_kernel_plan(False, False).startswith("WARNING")
     assert "apt-mark unhold" in next_kernel_plan(True, True)
+
+
+# -- Secure Boot ---------------------------------------------------------------------------------------------
+
+
+def _efivar(value: int) -> str:
+    return base64.b64encode(bytes([6, 0, 0, 0, value])).decode()
+
+
+@pytest.mark.parametrize(
+    ("efi", "rc", "said", "efivar", "state"),
+    [
+        (False, None, "", None, "no-efi"),
+        (True, 0, "SecureBoot enabled\n", None, "enabled"),
+        (True, 0, "SecureBoot disabled\n", _efivar(1), "disabled"),  # mokutil's answer wins
+        (True, 2, "", _efivar(1), "enabled"),  # no mokutil: the EFI variable
+        (True, None, "", _efivar(0), "disabled"),
+        (True, 1, "EFI variables are not supported on this system", None, "unknown"),
+        (True, None, "", "not base64!", "unknown"),
+        (True, None, "", base64.b64encode(b"\x06").decode(), "unknown"),
+    ],
+)
+def test_secure_boot_state(efi: bool, rc: int | None, said: str, efivar: str | None, state: str) -> None:
+    assert secure_boot_state(efi, rc, said, efivar) == state
+
+
+KEY, CERT = "/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub"
+
+
+def test_secure_boot_plan() -> None:
+    assert secure_boot_plan("disabled", False, KEY, CERT).action == "none"
+    assert secure_boot_plan("no-efi", True, KEY, CERT).action == "none"
+    unknown = secure_boot_plan("unknown", False, KEY, CERT)
+    assert unknown.action == "none" and "Key was rejected by service" in unknown.message
+    stop = secure_boot_plan("enabled", False, KEY, CERT)
+    assert stop.action == "stop" and "Nothing was installed" in stop.message
+    assert f"mokutil --import {CERT}" in stop.message and "turn Secure Boot off" in stop.message
+    no_key = secure_boot_plan("enabled", True, KEY, CERT, key_exists=False, cert_exists=True)
+    assert no_key.action == "stop" and f"the MOK key {KEY} is missing" in no_key.message
+    pending = secure_boot_plan("enabled", True, KEY, CERT, True, True, f"{CERT} is already in the enrollment request")
+    assert pending.action == "stop" and "MokManager" in pending.message and "--import" not in pending.message
+    not_enrolled = secure_boot_plan("enabled", True, KEY, CERT, True, True, f"{CERT} is not enrolled")
+    assert not_enrolled.action == "stop" and f"mokutil --import {CERT}" in not_enrolled.message
+    sign = secure_boot_plan("enabled", True, KEY, CERT, True, True, f"{CERT} is already enrolled")
+    assert (sign.action, sign.message) == (
+        "sign",
+        f"Secure Boot is on: DKMS signs the module with the enrolled MOK {CERT}",
+    )
