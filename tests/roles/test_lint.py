@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
 PLAYBOOKS = ROOT / "playbooks"
 NODE_ROLES = ("nvidia_repo", "nvidia_driver", "cuda_toolkit", "vllm", "vllm_service")
-OS_VARS = ("Debian-12.yml", "Ubuntu-22.04.yml", "Ubuntu-24.04.yml")
 Run = Callable[..., Any]
 Tool = Callable[[str], str]
 
@@ -42,8 +41,8 @@ def test_role_layout(role: str) -> None:
     base = ROLES / role
     for rel in ("defaults/main.yml", "meta/main.yml", "meta/argument_specs.yml", "handlers/main.yml", "tasks/main.yml"):
         assert (base / rel).is_file(), f"{role}: missing {rel}"
-    for name in OS_VARS:
-        assert (base / "vars" / name).is_file(), f"{role}: missing vars/{name}"
+    # per-OS variables: roles/os_vars loads them (tests/roles/test_os_vars.py)
+    assert (base / "tasks" / "os-vars.yml").is_file(), f"{role}: missing tasks/os-vars.yml"
 
 
 def _defaults_with_comments(role: str) -> tuple[dict[str, object], list[str], list[str]]:
