@@ -17,6 +17,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -45,7 +46,17 @@ from vllm_fleet.paths import cache_dir
 
 OLD, NEW = "580.82.07-1", "580.95.05-1"
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="builds with apt-get installs and dpkg-deb as root")
+_root_only = pytest.mark.skipif(os.geteuid() != 0, reason="builds with apt-get installs and dpkg-deb as root")
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def needs_root(test: F) -> F:
+    """A root-only test (it builds the mirror with apt-get and dpkg-deb as root): marked ``lab``, so that
+    ``-m "not lab"`` deselects it like the other tests that need the machine's root."""
+    marked: F = pytest.mark.lab(_root_only(test))
+    return marked
+
+
 needs_dpkg = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb (Debian/Ubuntu)")
 
 
