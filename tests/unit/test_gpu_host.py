@@ -7,6 +7,7 @@ import base64
 import pytest
 import yaml
 
+from vllm_fleet.gpu_host.cuda import cuda_home
 from vllm_fleet.gpu_host.kernel_modules import architectures, choose_flavour, flavour_table
 from vllm_fleet.gpu_host.kernel_upgrades import (
     dkms_problem,
@@ -208,3 +209,13 @@ def test_secure_boot_plan() -> None:
         "sign",
         f"Secure Boot is on: DKMS signs the module with the enrolled MOK {CERT}",
     )
+
+
+# -- the CUDA prefix ------------------------------------------------------------------------------------------
+
+
+def test_cuda_home_is_the_toolkit_packages_prefix() -> None:
+    assert cuda_home("13.0.2") == "/usr/local/cuda-13.0"
+    assert cuda_home("12.8") == "/usr/local/cuda-12.8"
+    with pytest.raises(ValueError, match="cuda_toolkit_version"):
+        cuda_home("13")
