@@ -101,7 +101,8 @@ fingerprint() {
 	{
 		echo "pulumi=$PULUMI_VERSION files=${BIN_FILES[*]}"
 		gomod_template
-		cat "$GO_SRC"/cmd/*/main.go
+		# Tests too: src/ keeps the copy `go test` runs (tests/e2e/test_command_provider_go.py).
+		cat "$GO_SRC"/cmd/*/*.go
 	} | sha256sum | cut -c1-16
 }
 

@@ -10,6 +10,9 @@ Input comes from the environment, so secrets never appear on a command line:
   VLLM_FLEET_SSH_KEY  the controller's SSH private key (a Pulumi secret)
   VLLM_FLEET_API_KEY  the node's API key (optional, a Pulumi secret)
 
+The two secrets are set by the command provider from its own configuration (held once per stack, see
+vllm_fleet/pulumi/commands.py), never from the node's inputs, which hold no secret.
+
 Both secrets are taken out of this process's environment at once: the SSH key goes to the run's ssh-agent, the
 API key to ansible-playbook's environment only (vllm_fleet.ansible.run_playbook); neither is written to a file.
 """

@@ -25,8 +25,8 @@ class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.resources.append(args)
         outputs = dict(args.inputs)
-        if "connection" in args.inputs:
-            outputs["stdout"] = "os=debian-12\ngpu=none"
+        if args.typ.startswith("vllm-fleet-command:"):  # as the provider: stdout is always a string
+            outputs["stdout"] = "os=debian-12\ngpu=none" if "connection" in args.inputs else f"{args.name} out\n"
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -39,13 +39,16 @@ def example_fleet() -> dict[str, Any]:
     return fleet
 
 
-def run_program(fleet: dict[str, Any]) -> Mocks:
+SSH_KEY, API_KEY = "-----FAKE KEY FOR MOCKS-----", "k-123-api-key"
+
+
+def run_program(fleet: dict[str, Any] | None, fleet_file: str | None = None) -> Mocks:
     mocks = Mocks()
-    config = {
-        "vllm-fleet:fleet": json.dumps(fleet),
-        "vllm-fleet:sshPrivateKey": "-----FAKE KEY FOR MOCKS-----",
-        "vllm-fleet:apiKey": "k-123",
-    }
+    config = {"vllm-fleet:sshPrivateKey": SSH_KEY, "vllm-fleet:apiKey": API_KEY}
+    if fleet is not None:
+        config["vllm-fleet:fleet"] = json.dumps(fleet)
+    if fleet_file is not None:
+        config["vllm-fleet:fleetFile"] = fleet_file
     pulumi.runtime.set_mocks(mocks, project="vllm-fleet", stack="test", preview=False)
     pulumi.runtime.set_all_config(config, ["vllm-fleet:sshPrivateKey", "vllm-fleet:apiKey"])
 
@@ -93,17 +96,40 @@ def test_program_registers_one_node_per_host() -> None:
     assert sorted(by_type["vllm-fleet:index:GpuNode"]) == ["gpu-4090-a", "gpu-4090-b", "gpu-l40-a"]
     commands = sorted(by_type["vllm-fleet-command:local:Command"] + by_type["vllm-fleet-command:remote:Command"])
     assert commands == sorted(
-        f"{h}-{c}" for h in ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a") for c in ("preflight", "converge", "smoke")
+        ["api-key-version"]
+        + [f"{h}-{c}" for h in ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a") for c in ("preflight", "converge", "smoke")]
     )
     hosts = ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a")
     assert sorted(by_type["vllm-fleet-command:remote:Command"]) == [f"{h}-preflight" for h in hosts]  # over SSH
     converge = next(r for r in mocks.resources if r.name == "gpu-4090-a-converge")
     env = converge.inputs["environment"]
-    assert env.get(SECRET_SIG) == SECRET_VALUE  # the whole environment is a secret in state
-    node = json.loads(env["value"]["VLLM_FLEET_NODE"])
+    assert SECRET_SIG not in env  # the node's spec is not a secret: it carries none (role_vars refuse them)
+    node = json.loads(env["VLLM_FLEET_NODE"])
     assert node["vllm_config"]["max-num-seqs"] == 16
-    assert "-----FAKE KEY" not in env["value"]["VLLM_FLEET_NODE"]
     assert "triggers" not in converge.inputs  # changes update in place; a replacement would run `remove`
+    # The keys come from the provider, named only: the converge gets both, the smoke gate the API key.
+    keys = {"VLLM_FLEET_SSH_KEY": "sshPrivateKey", "VLLM_FLEET_API_KEY": "apiKey"}
+    assert converge.inputs["secret_environment"] == keys
+    smoke = next(r for r in mocks.resources if r.name == "gpu-4090-a-smoke")
+    assert smoke.inputs["secret_environment"] == {"VLLM_FLEET_API_KEY": "apiKey"}
+
+
+def test_secrets_are_held_once_per_stack_not_per_node() -> None:
+    mocks = run_program(example_fleet())
+    providers = [r for r in mocks.resources if r.typ == "pulumi:providers:vllm-fleet-command"]
+    assert [p.name for p in providers] == ["commands"]
+    for key, value in (("sshPrivateKey", SSH_KEY), ("apiKey", API_KEY)):
+        assert providers[0].inputs[key] == {SECRET_SIG: SECRET_VALUE, "value": value}
+    version = next(r for r in mocks.resources if r.name == "api-key-version")
+    assert version.inputs["environment"] == {SECRET_SIG: SECRET_VALUE, "value": {"VLLM_FLEET_API_KEY": API_KEY}}
+    holders = [r.name for r in mocks.resources if SSH_KEY in json.dumps(r.inputs) or API_KEY in json.dumps(r.inputs)]
+    assert sorted(holders) == ["api-key-version", "commands"]  # no node's resource holds a key
+    for r in mocks.resources:
+        if r.name.endswith(("-converge", "-smoke")):
+            # Not the key: a token that changes with it, so a rotated key converges every node again.
+            assert r.inputs["environment"]["VLLM_FLEET_API_KEY_VERSION"] == "api-key-version out"
+        if r.name.endswith("-preflight"):
+            assert "private_key" not in r.inputs["connection"]  # the provider's key
 
 
 @pytest.fixture(autouse=True)
@@ -212,7 +238,7 @@ def test_serving_hosts_roll_in_batches_new_hosts_get_no_pause(monkeypatch: pytes
     # Two serving hosts: one pause, between them; the new host (gpu-l40-a) waits for no pause.
     assert [p.name for p in pauses] == ["rollout-pause-0"]
     assert "time.sleep" in pauses[0].inputs["create"] and pauses[0].inputs["create"].endswith(" 5")
-    node = json.loads(_converge_env(mocks)["gpu-4090-a-converge"]["value"]["VLLM_FLEET_NODE"])
+    node = json.loads(_converge_env(mocks)["gpu-4090-a-converge"]["VLLM_FLEET_NODE"])
     assert len(node["system_digest"]) == 64
 
 
@@ -221,7 +247,7 @@ def test_system_digest_ignores_the_profile_but_not_the_roles(monkeypatch: pytest
 
     def digests(fleet: dict[str, Any]) -> dict[str, str]:
         env = _converge_env(run_program(fleet))
-        return {k: json.loads(v["value"]["VLLM_FLEET_NODE"])["system_digest"] for k, v in env.items()}
+        return {k: json.loads(v["VLLM_FLEET_NODE"])["system_digest"] for k, v in env.items()}
 
     base = digests(example_fleet())
     tuned = example_fleet()
@@ -259,3 +285,20 @@ def test_serving_probe_asks_health_and_counts_silence_as_new() -> None:
         assert serving_endpoints([live, dead], timeout_s=1) == {live}
     finally:
         up.shutdown()
+
+
+def test_a_fleet_file_registers_what_the_inline_fleet_does(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`vllm-fleet:fleetFile` (relative to the project, the program's working directory) instead of an inline fleet:
+    the same nodes with the same inputs; its problems fail the run naming the file and the field."""
+    inline = _converge_env(run_program(example_fleet()))
+    project = tmp_path / "project"
+    (project / "fleets").mkdir(parents=True)
+    (project / "fleets" / "a.yaml").write_text(yaml.safe_dump(example_fleet()))
+    monkeypatch.chdir(project)
+    named = _converge_env(run_program(None, "fleets/a.yaml"))
+    assert named == inline and len(named) == 3
+    bad = example_fleet()
+    bad["hosts"][0]["address"] = "-oProxyCommand=id"
+    (project / "fleets" / "a.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(pulumi.RunError, match=r"fleets/a\.yaml: hosts\[0\]\(gpu-4090-a\)\.address: not an IP"):
+        run_program(None, "fleets/a.yaml")

@@ -7,9 +7,16 @@ version, so it cannot be built here, and air-gapped users cannot always fetch it
 tools/build_pulumi_engine.sh next to the `pulumi` binary, where the engine finds it.
 
 Semantics kept from pulumi-command: a change of ``triggers`` replaces the resource; a change of any other
-input runs ``update`` (or ``create`` again) in place; ``delete`` runs when the resource is destroyed. Secret
-inputs (environment, connection with its private key) stay secret in state; the commands get secrets
-through the environment or stdin, never argv. SSH keeps host-key checking on: the host key is pinned.
+input runs ``update`` (or ``create`` again) in place; ``delete`` runs when the resource is destroyed. The
+commands get secrets through the environment or stdin, never argv. SSH keeps host-key checking on: the host
+key is pinned.
+
+Secrets are held once per stack, by the provider: ``CommandProvider`` carries the SSH private key and the API
+key in its configuration (encrypted once in state), a command names the ones it needs
+(``secret_environment={"VLLM_FLEET_API_KEY": "apiKey"}``: names, not values), and a remote command without a
+``private_key`` in its connection uses the provider's ``sshPrivateKey``. A secret passed as an input instead
+stays secret in state (the engine marks an output secret where its input was), but every copy costs: the engine
+serialises and re-encrypts the whole snapshot's secrets at each step (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -20,7 +27,24 @@ import pulumi
 
 PACKAGE = "vllm-fleet-command"
 """The provider plugin's package name: the engine runs `pulumi-resource-vllm-fleet-command`."""
-_SECRET_OUTPUTS = ["environment", "connection"]
+SSH_KEY = "sshPrivateKey"
+API_KEY = "apiKey"
+"""The provider's secret configuration keys (a command's ``secret_environment`` names them)."""
+
+
+class CommandProvider(pulumi.ProviderResource):
+    """The stack's one `vllm-fleet-command` provider, holding the secrets its commands need (each at most once
+    in state, encrypted). Its configuration changes in place (a rotated key): it never replaces the commands."""
+
+    def __init__(
+        self,
+        name: str,
+        ssh_private_key: pulumi.Input[str] | None = None,
+        api_key: pulumi.Input[str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {k: v for k, v in ((SSH_KEY, ssh_private_key), (API_KEY, api_key)) if v is not None}
+        super().__init__(PACKAGE, name, props, opts)
 
 
 class _Command(pulumi.CustomResource):
@@ -37,6 +61,7 @@ class _Command(pulumi.CustomResource):
         update: pulumi.Input[str] | None = None,
         delete: pulumi.Input[str] | None = None,
         environment: pulumi.Input[dict[str, pulumi.Input[str]]] | None = None,
+        secret_environment: dict[str, str] | None = None,
         stdin: pulumi.Input[str] | None = None,
         triggers: pulumi.Input[list[Any]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
@@ -53,8 +78,10 @@ class _Command(pulumi.CustomResource):
         }
         if connection is not None:
             props["connection"] = connection
-        secret = pulumi.ResourceOptions(additional_secret_outputs=_SECRET_OUTPUTS)
-        super().__init__(f"{PACKAGE}:{kind}:Command", name, props, pulumi.ResourceOptions.merge(opts, secret))
+        if secret_environment:
+            # Environment variable -> the provider's config key holding its value (names only, not secret).
+            props["secret_environment"] = secret_environment
+        super().__init__(f"{PACKAGE}:{kind}:Command", name, props, opts)
 
 
 class LocalCommand(_Command):

@@ -12,7 +12,7 @@ import pulumi
 
 from vllm_fleet.digest import json_digest
 from vllm_fleet.fleet_plan import NodeSpec
-from vllm_fleet.pulumi.commands import LocalCommand, RemoteCommand
+from vllm_fleet.pulumi.commands import API_KEY, SSH_KEY, CommandProvider, LocalCommand, RemoteCommand
 
 PREFLIGHT = r"""set -eu
 . /etc/os-release
@@ -29,18 +29,23 @@ esac
 """
 
 
+SECRET_ENV = {"VLLM_FLEET_SSH_KEY": SSH_KEY, "VLLM_FLEET_API_KEY": API_KEY}
+"""What the converge gets from the provider's secrets (none is in a node's own inputs or state)."""
+
+
 @dataclass
 class GpuNodeArgs:
-    """Inputs of one node; the secrets arrive as Pulumi secrets and stay secret in state."""
+    """Inputs of one node. No secret: the SSH and API keys are the provider's (once per stack)."""
 
     node: NodeSpec
     """The resolved host: profile, rendered config (computed before any resource is registered)."""
-    ssh_private_key: pulumi.Input[str] | None
-    """Controller SSH private key (a Pulumi secret); None: the controller's own SSH keys / agent."""
+    provider: CommandProvider
+    """The stack's command provider, holding the SSH private key (absent: the controller's own SSH keys /
+    agent) and the API key (written to a root-only file on the node by the role)."""
     converge_digest: str
     """Hash of the roles, templates and playbooks: a change re-converges every node."""
-    api_key: pulumi.Input[str] | None = None
-    """The node's API key (a Pulumi secret), written to a root-only file by the role."""
+    api_key_version: pulumi.Input[str] | None = None
+    """Changes exactly when the API key does (not the key): the converge runs again to write the new one."""
     role_vars: dict[str, Any] = field(default_factory=dict)
     """Extra Ansible variables (mirror URLs, package pins)."""
     smoke: bool = False
@@ -56,7 +61,7 @@ class GpuNode(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("vllm-fleet:index:GpuNode", name, None, opts)
         node = args.node
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
         self.preflight = RemoteCommand(
             f"{name}-preflight",
@@ -64,7 +69,7 @@ class GpuNode(pulumi.ComponentResource):
                 "host": node.address,
                 "port": node.ssh_port,
                 "user": node.ssh_user,
-                "private_key": args.ssh_private_key,
+                # No private_key: the provider's sshPrivateKey (or the controller's own keys / agent).
                 # The one host-key policy: the key pinned in the fleet spec, strict, no fallback.
                 "host_key": node.host_key,
             },
@@ -102,10 +107,8 @@ class GpuNode(pulumi.ComponentResource):
             # delete (the removal playbook) on a live node; an input change runs `update` = converge.
             "VLLM_FLEET_CONVERGE_DIGEST": self.inputs_digest,
         }
-        if args.ssh_private_key is not None:
-            env["VLLM_FLEET_SSH_KEY"] = args.ssh_private_key
-        if args.api_key is not None:
-            env["VLLM_FLEET_API_KEY"] = args.api_key
+        if args.api_key_version is not None:
+            env["VLLM_FLEET_API_KEY_VERSION"] = args.api_key_version
         python = shlex.quote(sys.executable)
         converge = f"{python} -m vllm_fleet.converge apply"
         self.converge = LocalCommand(
@@ -114,7 +117,8 @@ class GpuNode(pulumi.ComponentResource):
             update=converge,
             delete=f"{python} -m vllm_fleet.converge remove",
             environment=env,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.preflight]),
+            secret_environment=SECRET_ENV,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.preflight])),
         )
         gate: pulumi.Resource = self.converge
         if args.smoke:
@@ -123,8 +127,9 @@ class GpuNode(pulumi.ComponentResource):
                 f"{name}-smoke",
                 create=smoke,
                 update=smoke,
-                environment={k: v for k, v in env.items() if k != "VLLM_FLEET_SSH_KEY"},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.converge]),
+                environment=env,
+                secret_environment={k: v for k, v in SECRET_ENV.items() if k != "VLLM_FLEET_SSH_KEY"},
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.converge])),
             )
             gate = self.smoke
         self.gate = gate
@@ -142,7 +147,24 @@ class GpuNode(pulumi.ComponentResource):
         )
 
 
-def rollout_pause(k: int, seconds: float, batch: list[GpuNode]) -> LocalCommand:
+def api_key_version(provider: CommandProvider, api_key: pulumi.Input[str]) -> pulumi.Output[str]:
+    """A random token that changes exactly when the API key does, to put in the nodes' (non-secret) inputs.
+
+    The key itself is kept once per stack (this command's input, the provider's config), never in a node's
+    state; a hash of it would be guessable for a short key. This command runs (prints a new UUID) only when
+    its environment, the key, changed."""
+    new = f"{shlex.quote(sys.executable)} -c 'import uuid; print(uuid.uuid4())'"
+    version = LocalCommand(
+        "api-key-version",
+        create=new,
+        update=new,
+        environment={"VLLM_FLEET_API_KEY": pulumi.Output.secret(api_key)},
+        opts=pulumi.ResourceOptions(provider=provider),
+    )
+    return version.stdout.apply(lambda out: out.strip())
+
+
+def rollout_pause(k: int, seconds: float, batch: list[GpuNode], provider: CommandProvider) -> LocalCommand:
     """The wait after rollout batch ``k`` passed its gate: it runs again only when a host of that batch
     changed (its inputs carry the batch's converge digests), so a no-op ``up`` does not wait."""
     wait = f"{shlex.quote(sys.executable)} -c 'import sys, time; time.sleep(float(sys.argv[1]))' {seconds:g}"
@@ -151,5 +173,5 @@ def rollout_pause(k: int, seconds: float, batch: list[GpuNode]) -> LocalCommand:
         create=wait,
         update=wait,
         environment={"VLLM_FLEET_BATCH": json_digest([g.inputs_digest for g in batch])},
-        opts=pulumi.ResourceOptions(depends_on=[g.gate for g in batch]),
+        opts=pulumi.ResourceOptions(depends_on=[g.gate for g in batch], provider=provider),
     )

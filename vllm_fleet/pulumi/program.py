@@ -17,8 +17,10 @@ import pulumi
 
 from vllm_fleet.digest import tree_files, update_with_files
 from vllm_fleet.fleet_plan import FleetError, NodeSpec
+from vllm_fleet.fleet_source import FILE, INLINE, in_file, stack_fleet
 from vllm_fleet.paths import project_root
-from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs, rollout_pause
+from vllm_fleet.pulumi.commands import CommandProvider
+from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs, api_key_version, rollout_pause
 from vllm_fleet.pulumi.plan_cache import cached_plan
 from vllm_fleet.pulumi.serving import serving_endpoints
 
@@ -37,14 +39,23 @@ def converge_digest(root: Path | None = None) -> str:
 
 def run() -> None:
     cfg = pulumi.Config("vllm-fleet")
+    fleet_file = cfg.get("fleetFile")
+    config = {INLINE: cfg.get_object("fleet"), FILE: fleet_file}
     try:
-        fleet, _hit = cached_plan(cfg.require_object("fleet"))
+        # Inline, or a fleet file the stack names (relative to the project: the program's working directory).
+        data, name = stack_fleet({k: v for k, v in config.items() if v is not None}, Path.cwd())
+        try:
+            fleet, _hit = cached_plan(data)
+        except FleetError as err:
+            raise in_file(err, name) from None
     except FleetError as err:
         # Fails the preview/update before any resource is registered, naming each field and its fix.
         raise pulumi.RunError(str(err)) from None
+    # The secrets, once per stack: the command provider holds them and hands each command the ones it names.
     # Without a key in config, SSH falls back to the controller's own keys / agent.
-    ssh_key = cfg.get_secret("sshPrivateKey")
     api_key = cfg.get_secret("apiKey")
+    provider = CommandProvider("commands", ssh_private_key=cfg.get_secret("sshPrivateKey"), api_key=api_key)
+    key_version = api_key_version(provider, api_key) if api_key is not None else None
     digest = converge_digest()
     smoke = cfg.get_bool("smoke")
 
@@ -53,8 +64,8 @@ def run() -> None:
             spec.name,
             GpuNodeArgs(
                 node=spec,
-                ssh_private_key=ssh_key,
-                api_key=api_key,
+                provider=provider,
+                api_key_version=key_version,
                 converge_digest=digest,
                 role_vars=fleet.role_vars,
                 smoke=True if smoke is None else smoke,
@@ -72,7 +83,7 @@ def run() -> None:
         nodes = [node(n, previous) for n in batch]
         previous = [g.gate for g in nodes]
         if fleet.pause_s and k < len(batches) - 1:
-            previous = [rollout_pause(k, fleet.pause_s, nodes)]
+            previous = [rollout_pause(k, fleet.pause_s, nodes, provider)]
     # New hosts: nothing to protect, provisioned beside the rollout, provision_parallel at a time.
     wave: list[pulumi.Resource] = []
     for batch in fleet.provision_waves(new):

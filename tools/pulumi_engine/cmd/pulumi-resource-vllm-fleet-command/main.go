@@ -8,9 +8,17 @@
 //
 // Resource types and their inputs:
 //
-//	vllm-fleet-command:local:Command   create, update, delete, environment, stdin, triggers
+//	vllm-fleet-command:local:Command   create, update, delete, environment, secret_environment, stdin,
+//	                                   triggers
 //	vllm-fleet-command:remote:Command  the same plus connection {host, port, user, private_key,
 //	                                   host_key, known_hosts_file}
+//
+// Secrets held once per stack: the provider's own configuration (an explicit provider resource, its
+// inputs encrypted once in state) may carry secrets, e.g. sshPrivateKey and apiKey. A command names
+// the ones it needs in `secret_environment` ({"ENV_NAME": "configKey"}: names only, no secret in the
+// command's inputs), and a remote command whose connection has no private_key uses the provider's
+// sshPrivateKey. So a fleet of N nodes keeps its keys in state once, not in N command inputs and
+// outputs (the engine re-encrypts every secret of the snapshot at each checkpoint: O(steps x secrets)).
 //
 // Semantics kept from pulumi-command: a change of `triggers` replaces the resource; a change of any
 // other input runs `update` (or `create` when there is no `update`) in place; `delete` runs when the
@@ -62,9 +70,12 @@ var (
 	// A change of these replaces the resource.
 	replaceOn = []string{"triggers"}
 	// A change of these runs the update command in place.
-	rerunOn = []string{"create", "update", "environment", "connection", "stdin"}
+	rerunOn = []string{"create", "update", "environment", "secret_environment", "connection", "stdin"}
 	// Changes of these are recorded without running anything.
 	recordOn = []string{"delete"}
+	// The provider's configuration key of the SSH private key a connection without one uses.
+	providerKeyConfig = "sshPrivateKey"
+	envName           = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 func main() {
@@ -83,6 +94,8 @@ func main() {
 
 type commandProvider struct {
 	pulumirpc.UnimplementedResourceProviderServer
+	// The provider's configuration (secrets unwrapped), set by Configure before any resource call.
+	config map[string]string
 }
 
 func (p *commandProvider) GetPluginInfo(context.Context, *emptypb.Empty) (*pulumirpc.PluginInfo, error) {
@@ -99,11 +112,72 @@ func (p *commandProvider) CheckConfig(
 	return &pulumirpc.CheckResponse{Inputs: req.GetNews()}, nil
 }
 
-func (p *commandProvider) DiffConfig(context.Context, *pulumirpc.DiffRequest) (*pulumirpc.DiffResponse, error) {
-	return &pulumirpc.DiffResponse{Changes: pulumirpc.DiffResponse_DIFF_NONE}, nil
+// DiffConfig never asks for a replacement: a replaced provider would replace every command, and a
+// replaced converge runs its delete (the removal playbook) on a live node. A changed configuration (a
+// rotated key) updates the provider in place; the commands it serves are untouched.
+func (p *commandProvider) DiffConfig(_ context.Context, req *pulumirpc.DiffRequest) (*pulumirpc.DiffResponse, error) {
+	olds, news, err := unmarshalPair(req.GetOldInputs(), req.GetNews())
+	if err != nil {
+		return nil, err
+	}
+	var diffs []string
+	for _, k := range sortedKeys(boolKeys(configKeys(olds, news))) {
+		if k == "version" {
+			continue
+		}
+		if o, n := olds[resource.PropertyKey(k)], news[resource.PropertyKey(k)]; n.ContainsUnknowns() || !o.DeepEquals(n) {
+			diffs = append(diffs, k)
+		}
+	}
+	changes := pulumirpc.DiffResponse_DIFF_NONE
+	if len(diffs) > 0 {
+		changes = pulumirpc.DiffResponse_DIFF_SOME
+	}
+	return &pulumirpc.DiffResponse{Changes: changes, Diffs: diffs}, nil
 }
 
-func (p *commandProvider) Configure(context.Context, *pulumirpc.ConfigureRequest) (*pulumirpc.ConfigureResponse, error) {
+func configKeys(maps ...resource.PropertyMap) map[string]bool {
+	keys := map[string]bool{}
+	for _, m := range maps {
+		for k := range m {
+			keys[string(k)] = true
+		}
+	}
+	return keys
+}
+
+// Configure keeps the provider's configuration (secrets included) in memory for the commands that
+// name it; an SSH key that does not parse is refused here, before any command runs.
+func (p *commandProvider) Configure(
+	_ context.Context, req *pulumirpc.ConfigureRequest,
+) (*pulumirpc.ConfigureResponse, error) {
+	config := map[string]string{}
+	if req.GetArgs() != nil {
+		args, err := unmarshal(req.GetArgs())
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range args {
+			if s, ok := scalarString(plain(v)); ok && k != "version" {
+				config[string(k)] = s
+			}
+		}
+	} else {
+		prefix := pkgName + ":config:"
+		for k, v := range req.GetVariables() {
+			if name, ok := strings.CutPrefix(k, prefix); ok && name != "version" {
+				config[name] = v
+			}
+		}
+	}
+	if key := config[providerKeyConfig]; key != "" {
+		if _, err := ssh.ParseRawPrivateKey([]byte(key)); err != nil {
+			// The parser's errors never quote the key.
+			return nil, fmt.Errorf("provider config %s: %v (an unencrypted OpenSSH or PEM private key)",
+				providerKeyConfig, err)
+		}
+	}
+	p.config = config
 	return &pulumirpc.ConfigureResponse{AcceptSecrets: true, SupportsPreview: true}, nil
 }
 
@@ -118,6 +192,9 @@ func (p *commandProvider) Check(_ context.Context, req *pulumirpc.CheckRequest) 
 	var failures []*pulumirpc.CheckFailure
 	if v, ok := news["create"]; !ok || v.IsNull() {
 		failures = append(failures, &pulumirpc.CheckFailure{Property: "create", Reason: "a create command is required"})
+	}
+	for _, err := range validateSecretEnvironment(news["secret_environment"]) {
+		failures = append(failures, &pulumirpc.CheckFailure{Property: "secret_environment", Reason: err.Error()})
 	}
 	if isRemote(req.GetType(), req.GetUrn()) {
 		if v, ok := news["connection"]; !ok || v.IsNull() {
@@ -172,7 +249,7 @@ func (p *commandProvider) Create(ctx context.Context, req *pulumirpc.CreateReque
 	if err != nil {
 		return nil, err
 	}
-	props, err := marshal(outs)
+	props, err := marshalOutputs(outs, req.GetProperties())
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +271,7 @@ func (p *commandProvider) Update(ctx context.Context, req *pulumirpc.UpdateReque
 	} else if outs, err = p.run(ctx, req.GetType(), req.GetUrn(), news, "update", req.GetPreview()); err != nil {
 		return nil, err
 	}
-	props, err := marshal(outs)
+	props, err := marshalOutputs(outs, req.GetNews())
 	if err != nil {
 		return nil, err
 	}
@@ -234,9 +311,15 @@ func (p *commandProvider) run(
 	var stdout, stderr string
 	if command != "" {
 		env := stringMap(props["environment"])
+		// Names only in the inputs; the values come from the provider's configuration, if it has them.
+		for name, key := range stringMap(props["secret_environment"]) {
+			if value, ok := p.config[key]; ok && value != "" {
+				env[name] = value
+			}
+		}
 		var err error
 		if isRemote(typ, urn) {
-			stdout, stderr, err = runRemote(ctx, props["connection"], command, env)
+			stdout, stderr, err = runRemote(ctx, props["connection"], command, env, p.config[providerKeyConfig])
 		} else {
 			stdout, stderr, err = runLocal(ctx, command, env, str(props, "stdin"))
 		}
@@ -264,12 +347,16 @@ func runLocal(ctx context.Context, command string, env map[string]string, stdin 
 // runRemote runs script with `sh -s` over SSH: the environment is exported on stdin (not argv), the
 // private key never touches disk (an in-process SSH agent serves it on a socket in a private 0700
 // dir), and the host key is pinned with strict checking and no fallback to other known_hosts files.
+// A connection without a private_key uses providerKey (the provider's sshPrivateKey), if any.
 func runRemote(
-	ctx context.Context, connection resource.PropertyValue, script string, env map[string]string,
+	ctx context.Context, connection resource.PropertyValue, script string, env map[string]string, providerKey string,
 ) (string, string, error) {
 	conn, unknown := connectionFields(connection)
 	if names := sortedKeys(boolKeys(unknown)); len(names) > 0 {
 		return "", "", fmt.Errorf("connection.%s is not known yet", names[0])
+	}
+	if conn["private_key"] == "" && providerKey != "" {
+		conn["private_key"] = providerKey
 	}
 	t, err := newSSHTarget(conn)
 	if err != nil {
@@ -384,6 +471,29 @@ func validateConnection(conn map[string]string, unknown map[string]bool) []error
 		if _, err := ssh.ParseRawPrivateKey([]byte(k)); err != nil {
 			// The parser's errors never quote the key.
 			add(fmt.Errorf("connection.private_key: %v (an unencrypted OpenSSH or PEM private key)", err))
+		}
+	}
+	return errs
+}
+
+// validateSecretEnvironment wants {"ENV_NAME": "configKey"}: environment variable names and the
+// provider configuration keys they take their values from (names, never the secrets themselves).
+func validateSecretEnvironment(v resource.PropertyValue) []error {
+	v = plain(v)
+	if v.IsNull() || v.ContainsUnknowns() {
+		return nil
+	}
+	if !v.IsObject() {
+		return []error{errors.New("secret_environment: want an object {ENV_NAME: providerConfigKey}")}
+	}
+	var errs []error
+	for k, item := range v.ObjectValue() {
+		item = plain(item)
+		if !envName.MatchString(string(k)) {
+			errs = append(errs, fmt.Errorf("secret_environment: %q is not an environment variable name", string(k)))
+		}
+		if !item.IsString() || item.StringValue() == "" {
+			errs = append(errs, fmt.Errorf("secret_environment.%s: want the name of a provider config key", string(k)))
 		}
 	}
 	return errs
@@ -663,6 +773,25 @@ func unmarshalPair(olds, news *structpb.Struct) (resource.PropertyMap, resource.
 	}
 	n, err := unmarshal(news)
 	return o, n, err
+}
+
+// marshalOutputs marshals the outputs with each input as it came, secrets included: a provider that
+// accepts secrets must return them marked, or the engine stores them in clear (it re-marks outputs
+// only for providers that do not accept secrets).
+func marshalOutputs(outs resource.PropertyMap, inputs *structpb.Struct) (*structpb.Struct, error) {
+	withSecrets, err := plugin.UnmarshalProperties(inputs, plugin.MarshalOptions{
+		KeepUnknowns: true, SkipNulls: true, KeepSecrets: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	merged := outs.Copy()
+	for k, v := range withSecrets {
+		if _, ok := merged[k]; ok {
+			merged[k] = v
+		}
+	}
+	return plugin.MarshalProperties(merged, plugin.MarshalOptions{KeepUnknowns: true, SkipNulls: true, KeepSecrets: true})
 }
 
 func marshal(m resource.PropertyMap) (*structpb.Struct, error) {

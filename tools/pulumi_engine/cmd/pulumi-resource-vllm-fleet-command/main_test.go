@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -17,8 +18,10 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/plugin"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 )
 
@@ -272,7 +275,7 @@ func TestRunRemote(t *testing.T) {
 	}
 
 	stdout, stderr, err := runRemote(context.Background(), conn(authorizedKey(t, hostSigner.PublicKey())),
-		"echo hi\n", map[string]string{"FOO": "it's"})
+		"echo hi\n", map[string]string{"FOO": "it's"}, "")
 	if err != nil {
 		t.Fatalf("runRemote: %v (stderr %q)", err, stderr)
 	}
@@ -287,8 +290,23 @@ func TestRunRemote(t *testing.T) {
 		t.Fatalf("left behind: %v", left)
 	}
 
+	// No private_key in the connection: the provider's own key (its sshPrivateKey config) is offered.
+	noKey := resource.NewObjectProperty(resource.PropertyMap{
+		"host":     resource.NewStringProperty("127.0.0.1"),
+		"port":     resource.NewNumberProperty(float64(port)),
+		"user":     resource.NewStringProperty("tester"),
+		"host_key": resource.NewStringProperty(authorizedKey(t, hostSigner.PublicKey())),
+	})
+	t.Setenv("SSH_AUTH_SOCK", "")
+	if _, stderr, err := runRemote(context.Background(), noKey, "true", nil, string(pemKey)); err != nil {
+		t.Fatalf("provider key: %v (stderr %q)", err, stderr)
+	}
+	if _, _, err := runRemote(context.Background(), noKey, "true", nil, ""); err == nil {
+		t.Fatal("no key at all: the server accepted a client without its key")
+	}
+
 	// Another host key: refused, no fallback.
-	_, _, err = runRemote(context.Background(), conn(authorizedKey(t, newSigner(t).PublicKey())), "true", nil)
+	_, _, err = runRemote(context.Background(), conn(authorizedKey(t, newSigner(t).PublicKey())), "true", nil, "")
 	if err == nil || !strings.Contains(err.Error(), "Host key verification failed") {
 		t.Fatalf("a wrong pinned host key: %v", err)
 	}
@@ -296,7 +314,7 @@ func TestRunRemote(t *testing.T) {
 	noPin := resource.NewObjectProperty(resource.PropertyMap{
 		"host": resource.NewStringProperty("127.0.0.1"), "port": resource.NewNumberProperty(float64(port)),
 	})
-	if _, _, err = runRemote(context.Background(), noPin, "true", nil); err == nil ||
+	if _, _, err = runRemote(context.Background(), noPin, "true", nil, ""); err == nil ||
 		!strings.Contains(err.Error(), "connection.host_key is required") {
 		t.Fatalf("no pin: %v", err)
 	}
@@ -305,7 +323,7 @@ func TestRunRemote(t *testing.T) {
 		"host":     resource.NewStringProperty("-oProxyCommand=touch " + filepath.Join(t.TempDir(), "x")),
 		"host_key": resource.NewStringProperty(authorizedKey(t, hostSigner.PublicKey())),
 	})
-	if _, _, err = runRemote(context.Background(), hostile, "true", nil); err == nil ||
+	if _, _, err = runRemote(context.Background(), hostile, "true", nil, ""); err == nil ||
 		!strings.Contains(err.Error(), "not an IP address or DNS name") {
 		t.Fatalf("hostile host: %v", err)
 	}
@@ -421,5 +439,115 @@ func serveSSH(c net.Conn, cfg *ssh.ServerConfig, onExec func(string, []byte) (st
 				}()
 			}
 		}()
+	}
+}
+
+// TestProviderSecrets: the secrets live in the provider's configuration; a command names the ones it
+// needs (secret_environment) and gets them in its environment, while its inputs and outputs hold names.
+func TestProviderSecrets(t *testing.T) {
+	pemKey := string(pem.EncodeToMemory(must(ssh.MarshalPrivateKey(newSigner(t).key, ""))))
+	const apiKey = "api-key-4f1c9e"
+	args := func(m resource.PropertyMap) *structpb.Struct {
+		s, err := plugin.MarshalProperties(m, plugin.MarshalOptions{KeepSecrets: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	p := &commandProvider{}
+	_, err := p.Configure(context.Background(), &pulumirpc.ConfigureRequest{Args: args(resource.PropertyMap{
+		"sshPrivateKey": resource.MakeSecret(resource.NewStringProperty(pemKey)),
+		"apiKey":        resource.MakeSecret(resource.NewStringProperty(apiKey)),
+		"version":       resource.NewStringProperty("0.1.0"),
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	news, err := marshal(resource.PropertyMap{
+		// The key's hash, not the key, in the command: the test then finds the key in no output.
+		"create": resource.NewStringProperty(`test "$(printf %s "$API" | sha256sum | cut -c1-64)" = "` +
+			fmt.Sprintf("%x", sha256.Sum256([]byte(apiKey))) + `" && test -z "$MISSING" && echo match`),
+		"environment":        resource.NewObjectProperty(resource.PropertyMap{"PLAIN": resource.NewStringProperty("x")}),
+		"secret_environment": resource.NewObjectProperty(resource.PropertyMap{"API": resource.NewStringProperty("apiKey"), "MISSING": resource.NewStringProperty("notConfigured")}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := p.Check(context.Background(), &pulumirpc.CheckRequest{Type: localType, News: news})
+	if err != nil || len(check.GetFailures()) != 0 {
+		t.Fatalf("check: %v %v", err, check.GetFailures())
+	}
+	created, err := p.Create(context.Background(), &pulumirpc.CreateRequest{Type: localType, Properties: news})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	outs := created.GetProperties().String()
+	if !strings.Contains(outs, "match") || strings.Contains(outs, apiKey) || strings.Contains(outs, "PRIVATE KEY") {
+		t.Fatalf("outputs: %s", outs)
+	}
+
+	// A secret input comes back marked secret in the outputs: the engine stores it encrypted.
+	withSecret, err := plugin.MarshalProperties(resource.PropertyMap{
+		"create": resource.NewStringProperty("true"),
+		"environment": resource.NewObjectProperty(resource.PropertyMap{
+			"TOKEN": resource.MakeSecret(resource.NewStringProperty("token-9b1d")),
+			"PLAIN": resource.NewStringProperty("x"),
+		}),
+	}, plugin.MarshalOptions{KeepSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err = p.Create(context.Background(), &pulumirpc.CreateRequest{Type: localType, Properties: withSecret})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	back, err := plugin.UnmarshalProperties(created.GetProperties(), plugin.MarshalOptions{KeepSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := back["environment"].ObjectValue()
+	if !env["TOKEN"].IsSecret() || env["PLAIN"].IsSecret() || back["stdout"].IsSecret() {
+		t.Fatalf("secret-ness of the outputs: %v", back)
+	}
+	updated, err := p.Update(context.Background(), &pulumirpc.UpdateRequest{
+		Type: localType, Olds: created.GetProperties(), News: withSecret,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, _ = plugin.UnmarshalProperties(updated.GetProperties(), plugin.MarshalOptions{KeepSecrets: true}); !back["environment"].ObjectValue()["TOKEN"].IsSecret() {
+		t.Fatalf("update lost the secret: %v", back)
+	}
+
+	// A rotated key updates the provider in place; nothing asks for a replacement.
+	olds := args(resource.PropertyMap{"apiKey": resource.MakeSecret(resource.NewStringProperty(apiKey))})
+	for rotated, want := range map[string]pulumirpc.DiffResponse_DiffChanges{
+		apiKey: pulumirpc.DiffResponse_DIFF_NONE, "rotated": pulumirpc.DiffResponse_DIFF_SOME,
+	} {
+		newsCfg := args(resource.PropertyMap{"apiKey": resource.MakeSecret(resource.NewStringProperty(rotated))})
+		diff, err := p.DiffConfig(context.Background(), &pulumirpc.DiffRequest{OldInputs: olds, News: newsCfg})
+		if err != nil || diff.GetChanges() != want || len(diff.GetReplaces()) != 0 {
+			t.Fatalf("DiffConfig(%q): %v %v", rotated, diff, err)
+		}
+	}
+
+	// A key that does not parse is refused at Configure, without quoting it.
+	_, err = p.Configure(context.Background(), &pulumirpc.ConfigureRequest{Args: args(resource.PropertyMap{
+		"sshPrivateKey": resource.MakeSecret(resource.NewStringProperty("not-a-key-7d2e")),
+	})})
+	if err == nil || !strings.Contains(err.Error(), "sshPrivateKey") || strings.Contains(err.Error(), "not-a-key-7d2e") {
+		t.Fatalf("bad key: %v", err)
+	}
+
+	// Names only: a value that is not a config key name, or a bad variable name, is refused by Check.
+	bad, _ := marshal(resource.PropertyMap{
+		"create": resource.NewStringProperty("true"),
+		"secret_environment": resource.NewObjectProperty(resource.PropertyMap{
+			"A=B": resource.NewStringProperty("apiKey"), "OK": resource.NewNumberProperty(1),
+		}),
+	})
+	check, err = p.Check(context.Background(), &pulumirpc.CheckRequest{Type: localType, News: bad})
+	if err != nil || len(check.GetFailures()) != 2 {
+		t.Fatalf("bad secret_environment: %v %v", err, check.GetFailures())
 	}
 }
