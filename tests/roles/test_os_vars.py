@@ -120,3 +120,12 @@ def test_the_loader_loads_this_hosts_per_os_file(run: Run, tool: Tool, tmp_path:
     proc = ansible_playbook(run, tool, play(tmp_path, "nvidia_repo", "_nvidia_repo_os_distro"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert f"LOADED={expected}" in proc.stdout
+
+
+def test_a_role_with_no_per_os_file_loads_without_one(run: Run, tool: Tool, tmp_path: Path) -> None:
+    """cuda_toolkit keeps its values in vars/main.yml: first_found finds nothing there, and that is no error (a
+    lab converge once failed on exactly this)."""
+    assert sorted(p.name for p in (ROLES / "cuda_toolkit" / "vars").glob("*.yml")) == ["main.yml"]
+    proc = ansible_playbook(run, tool, play(tmp_path, "cuda_toolkit", "'no per-OS file, no error'"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "LOADED=no per-OS file, no error" in proc.stdout
