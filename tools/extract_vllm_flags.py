@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from vllm_fleet.vllm.extract import releases  # noqa: E402 - after the repository is on the path
 from vllm_fleet.vllm.extract.flag_table import ReleaseFlags, build_table, extract_version, print_report  # noqa: E402
-from vllm_fleet.vllm.extract.pysource import ReleaseSource, write_table  # noqa: E402
+from vllm_fleet.vllm.extract.pysource import ReleaseSource  # noqa: E402
 
 DEFAULT_OUT = REPO_ROOT / "vllm_fleet" / "vllm" / "data" / "engine_args.json"
 DEFAULT_MIN = "0.8.2"
@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(res)
         releases.log(f"{art.version:<12} {len(res.args):>4} args  {time.monotonic() - t1:5.1f}s  {art.filename}")
     table = build_table(results)
-    if not opts.dry_run:
-        write_table(opts.out, table)
-        releases.log(f"wrote {opts.out}")
+    releases.write_table(opts.out, table, dry_run=opts.dry_run)
     print_report(table, results, time.monotonic() - t0)
     return 0
 

@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from vllm_fleet.vllm.extract import releases  # noqa: E402 - after the repository is on the path
 from vllm_fleet.vllm.extract.metric_table import ReleaseMetrics, extract_version, make_table, print_report  # noqa: E402
-from vllm_fleet.vllm.extract.pysource import ReleaseSource, write_table  # noqa: E402
+from vllm_fleet.vllm.extract.pysource import ReleaseSource  # noqa: E402
 
 DATA_DIR = REPO_ROOT / "vllm_fleet" / "vllm" / "data"
 DEFAULT_OUT = DATA_DIR / "metrics.json"
@@ -89,9 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if not full and not opts.no_concerns:
         releases.log("partial version range: the curated concern table is not validated nor written")
     table = make_table(results, full=full, concerns=not opts.no_concerns)
-    if not opts.dry_run:
-        write_table(opts.out, table)
-        releases.log(f"wrote {opts.out}")
+    releases.write_table(opts.out, table, dry_run=opts.dry_run)
     print_report(table, results, time.monotonic() - t0)
     return 0
 

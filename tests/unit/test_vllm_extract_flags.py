@@ -13,7 +13,7 @@ import pytest
 
 from vllm_fleet.vllm.extract.flag_interp import Frame, Interp, Project, dataclass_fields, enum_members, mro
 from vllm_fleet.vllm.extract.flag_kwargs import KwargsFeatures, compute_field_kwargs
-from vllm_fleet.vllm.extract.flag_table import build_table, extract_version
+from vllm_fleet.vllm.extract.flag_table import build_table, config_file_rules, detect_enable_disable, extract_version
 from vllm_fleet.vllm.extract.flag_values import UNKNOWN, ClassRef, EnumMember, Ext, Hint, LiteralT, Parser, TypeFn
 from vllm_fleet.vllm.extract.pysource import ReleaseSource
 
@@ -298,3 +298,38 @@ def test_the_table_records_additions_removals_and_changes_between_releases() -> 
         {"version": "0.2.0", "what": "type", "detail": {"from": "int", "to": "str"}}
     ]
     assert [(s["since"], s["until"]) for s in table["args"]["kv_cache_dtype"]["specs"]] == [("0.1.0", "0.2.0")]
+
+
+def test_the_release_get_kwargs_features_and_yaml_loader_are_read_from_its_source() -> None:
+    project = Project(
+        release(
+            {
+                "vllm/__init__.py": "",
+                "vllm/engine/__init__.py": "",
+                "vllm/engine/arg_utils.py": """
+                    def get_kwargs(cls):
+                        if contains_type(type_hints, set):
+                            pass
+                        kwargs["action"] = argparse.BooleanOptionalAction
+                """,
+                "vllm/utils/__init__.py": """
+                    parser.register("action", argparse.BooleanOptionalAction, EnableDisableAction)
+                    def load_config_file(self, path):
+                        for key, value in config.items():
+                            if isinstance(value, bool):
+                                processed.append("--no-" + key)
+                            elif isinstance(value, list):
+                                processed.append('--' + key)
+                """,
+            }
+        )
+    )
+    feats = KwargsFeatures.detect(project)
+    assert (feats.present, feats.set_collection, feats.bool_action, feats.dataclass_json) == (True, True, True, False)
+    assert detect_enable_disable(project) is True
+    rules = config_file_rules(project)
+    assert rules["loader"] == "vllm/utils/__init__.py:load_config_file"
+    assert rules["key_prefix"] == "--"
+    assert rules["list"] == "--KEY item1 item2 ..."
+    assert rules["bool_false"].startswith("--no-KEY")
+    assert config_file_rules(Project(release({"vllm/__init__.py": ""}))) == {"loader": None}

@@ -193,3 +193,43 @@ def test_sample_names_follow_prometheus_client() -> None:
     assert sample_names("vllm:x", "counter", created=True) == ["vllm:x_total", "vllm:x_created"]
     assert sample_names("vllm:h", "histogram", created=False) == ["vllm:h_bucket", "vllm:h_count", "vllm:h_sum"]
     assert sample_names("vllm:i", "info", created=True) == ["vllm:i_info"]
+
+
+def test_release_helpers_config_info_labels_bucket_tables_and_metric_class_attributes() -> None:
+    fams = families(
+        """
+        from vllm.v1.metrics.buckets import histogram_buckets
+        class PrometheusStatLogger:
+            _gauge_cls = Gauge
+            def __init__(self, vllm_config):
+                info = vllm_config.cache_config.metrics_info()
+                self.info = self._gauge_cls(name="vllm:cache_config_info", documentation="Cache.",
+                                            labelnames=info.keys())
+                Histogram(name="vllm:ttft_seconds", documentation="TTFT.", labelnames=[],
+                          buckets=histogram_buckets("ttft"))
+        """,
+        extra={
+            "vllm/v1/metrics/buckets.py": "_STATIC_FAMILY_DEFAULTS = {'ttft': [0.01, 0.1, 1.0]}\n",
+            "vllm/config/__init__.py": """
+                class CacheConfig:
+                    block_size: int = 16
+                    cache_dtype: str = "auto"
+                    def __post_init__(self):
+                        self.num_gpu_blocks = None
+            """,
+        },
+    )
+    assert fams["vllm:cache_config_info"]["type"] == "gauge"
+    assert fams["vllm:cache_config_info"]["labels"] == ["block_size", "cache_dtype", "num_gpu_blocks"]
+    assert fams["vllm:ttft_seconds"]["buckets"] == [0.01, 0.1, 1.0]
+
+
+def test_disable_created_metrics_drops_the_created_samples() -> None:
+    code = """
+        class PrometheusStatLogger:
+            def __init__(self, vllm_config):
+                Counter(name="vllm:requests", documentation="Requests.", labelnames=[])
+    """
+    assert families(code)["vllm:requests"]["samples"] == ["vllm:requests_total", "vllm:requests_created"]
+    off = families("prometheus_client.disable_created_metrics()\n" + textwrap.dedent(code))
+    assert off["vllm:requests"]["samples"] == ["vllm:requests_total"]

@@ -31,7 +31,7 @@ from vllm_fleet.vllm.extract.flag_values import (
     SuperRef,
     TypeFn,
 )
-from vllm_fleet.vllm.extract.pysource import ReleaseSource, is_hashable, resolve_relative
+from vllm_fleet.vllm.extract.pysource import ReleaseSource, assignment, is_hashable, resolve_relative
 from vllm_fleet.vllm.extract.pysource import compare as compare_values
 
 
@@ -514,17 +514,11 @@ class Interp:
     def exec_stmt(self, st: ast.stmt, fr: Frame) -> None:
         if isinstance(st, ast.Expr):
             self.eval(st.value, fr)
-        elif isinstance(st, ast.Assign):
-            val = self.eval(st.value, fr)
-            for t in st.targets:
+        elif (assigned := assignment(st)) is not None:
+            targets, value = assigned
+            val = self.eval(value, fr)
+            for t in targets:
                 self.assign(t, val, fr)
-        elif isinstance(st, ast.AnnAssign):
-            if st.value is not None:
-                self.assign(st.target, self.eval(st.value, fr), fr)
-        elif isinstance(st, ast.AugAssign):
-            cur = self.eval(st.target, fr)
-            rhs = self.eval(st.value, fr)
-            self.assign(st.target, self.binop(st.op, cur, rhs), fr)
         elif isinstance(st, ast.Return):
             raise ReturnValue(self.eval(st.value, fr) if st.value is not None else None)
         elif isinstance(st, ast.If):

@@ -23,6 +23,7 @@ from vllm_fleet.vllm.extract.flag_values import (
     TypeFn,
 )
 from vllm_fleet.vllm.extract.pysource import ReleaseSource
+from vllm_fleet.vllm.extract.releases import print_warnings
 
 # --------------------------------------------------------------------------
 # Per-version extraction
@@ -390,11 +391,4 @@ def print_report(table: dict[str, Any], results: list[ReleaseFlags], elapsed: fl
             f"  {dest}: present {pres[0]}..{pres[-1]} ({len(pres)} releases); latest {info['flags']} "
             f"kind={info['kind']} type={info['type']}"
         )
-    warned = [r for r in results if r.warnings]
-    if warned:
-        print("\nAnalysis warnings (best-effort static interpretation):")
-        for r in warned:
-            for w in r.warnings[:12]:
-                print(f"  {r.version}: {w}")
-            if len(r.warnings) > 12:
-                print(f"  {r.version}: ... {len(r.warnings) - 12} more")
+    print_warnings({r.version: r.warnings for r in results if r.warnings}, limit=12)

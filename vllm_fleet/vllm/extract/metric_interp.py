@@ -11,7 +11,6 @@ literal buckets. Each value is a list of alternatives, each with the path condit
 from __future__ import annotations
 
 import ast
-import copy
 import itertools
 import re
 from collections.abc import Iterator
@@ -25,7 +24,14 @@ from vllm_fleet.vllm.extract.metric_conditions import (
     consistent,
     merge_conds,
 )
-from vllm_fleet.vllm.extract.pysource import ReleaseSource, compare, is_hashable, module_name, resolve_relative
+from vllm_fleet.vllm.extract.pysource import (
+    ReleaseSource,
+    assignment,
+    compare,
+    is_hashable,
+    module_name,
+    resolve_relative,
+)
 
 # --------------------------------------------------------------------------
 # What the analysis knows about vLLM (small, explicit, documented in metrics_notes.md)
@@ -531,16 +537,11 @@ class Ctx:
                     self.walk_block(h.body, conds)
                 self.walk_block(st.orelse, conds)
                 self.walk_block(st.finalbody, conds)
-            elif isinstance(st, ast.Assign):
-                vals = self.eval(st.value, conds)
-                for t in st.targets:
+            elif (assigned := assignment(st)) is not None:
+                targets, value = assigned
+                vals = self.eval(value, conds)
+                for t in targets:
                     self.bind(t, vals, conds)
-            elif isinstance(st, ast.AnnAssign):
-                if st.value is not None:
-                    self.bind(st.target, self.eval(st.value, conds), conds)
-            elif isinstance(st, ast.AugAssign):
-                cur = ast.BinOp(left=_as_load(st.target), op=st.op, right=st.value)
-                self.bind(st.target, self.eval(cur, conds), conds)
             elif isinstance(st, ast.Expr):
                 self.eval(st.value, conds)
         return False, conds
@@ -1008,12 +1009,6 @@ class _Deferred:
 
     ctx: Ctx
     node: ast.expr
-
-
-def _as_load(target: ast.expr) -> ast.expr:
-    t = copy.copy(target)
-    t.ctx = ast.Load()  # type: ignore[attr-defined]
-    return t
 
 
 def _binop(op: ast.operator, a: Any, b: Any, node: ast.expr) -> Any:

@@ -25,7 +25,7 @@ from vllm_fleet.vllm.extract.metric_interp import (
     Param,
 )
 from vllm_fleet.vllm.extract.pysource import ReleaseSource
-from vllm_fleet.vllm.extract.releases import log, version_key
+from vllm_fleet.vllm.extract.releases import log, print_warnings, version_key
 
 GENERATED_BY = "tools/extract_vllm_metrics.py"
 
@@ -522,14 +522,7 @@ def print_report(table: dict[str, Any], results: list[ReleaseMetrics], elapsed: 
             bits.append(f"replaced_by={','.join(e['replaced_by'])}")
         if e.get("deprecated_in") or e.get("hidden_in") or e.get("replaced_by"):
             print(f"  {fam:<52} {e['present_in'][0]}..{e['present_in'][-1]}  {' '.join(bits)}")
-    warned = [r for r in results if r.warnings]
-    if warned:
-        print("\nAnalysis warnings (best-effort static interpretation):")
-        for r in warned:
-            for w in r.warnings[:8]:
-                print(f"  {r.version}: {w}")
-            if len(r.warnings) > 8:
-                print(f"  {r.version}: ... {len(r.warnings) - 8} more")
+    print_warnings({r.version: r.warnings for r in results if r.warnings}, limit=8)
 
 
 def make_table(results: list[ReleaseMetrics], *, full: bool, concerns: bool = True) -> dict[str, Any]:

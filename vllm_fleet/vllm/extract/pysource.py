@@ -8,6 +8,7 @@ imports vLLM: the source is only parsed.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import zipfile
 from pathlib import Path
@@ -88,6 +89,20 @@ def resolve_relative(modname: str, level: int, target: str | None, is_pkg: bool)
     return ".".join([*parts, target] if target else parts)
 
 
+def assignment(st: ast.stmt) -> tuple[list[ast.expr], ast.expr] | None:
+    """The targets of an assignment statement and the one expression assigned to them all (``x += y`` is
+    ``x = x + y``); None for any other statement, and for an annotation without a value."""
+    if isinstance(st, ast.Assign):
+        return list(st.targets), st.value
+    if isinstance(st, ast.AnnAssign):
+        return ([st.target], st.value) if st.value is not None else None
+    if isinstance(st, ast.AugAssign):
+        current = copy.copy(st.target)
+        current.ctx = ast.Load()
+        return [st.target], ast.BinOp(left=current, op=st.op, right=st.value)
+    return None
+
+
 def is_hashable(x: Any) -> bool:
     try:
         hash(x)
@@ -138,9 +153,3 @@ def dump_json(obj: Any, indent: int = 0) -> str:
         items = [f"{pad}  {dump_json(v, indent + 1)}" for v in obj]
         return "[\n" + ",\n".join(items) + f"\n{pad}]"
     return json.dumps(obj)
-
-
-def write_table(path: Path, table: dict[str, Any]) -> None:
-    """Write a table as committed (``dump_json`` and a final newline)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_json(table) + "\n")

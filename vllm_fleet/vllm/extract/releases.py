@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-from vllm_fleet.vllm.extract.pysource import ARTEFACT_MEMBER
+from vllm_fleet.vllm.extract.pysource import ARTEFACT_MEMBER, dump_json
 
 PYPI_JSON = os.environ.get("VLLM_FLEET_PYPI_JSON", "https://pypi.org/pypi/vllm/json")
 
@@ -286,3 +286,24 @@ def source_zip(
     if art is None:
         raise SystemExit(f"{version}: no artefact on PyPI")
     return ensure_sources(art, cache, offline), index
+
+
+def print_warnings(warnings_by_version: dict[str, list[str]], limit: int) -> None:
+    """The end of an extractor's report: each release's analysis warnings, at most ``limit`` of them."""
+    if not warnings_by_version:
+        return
+    print("\nAnalysis warnings (best-effort static interpretation):")
+    for version, warnings in warnings_by_version.items():
+        for w in warnings[:limit]:
+            print(f"  {version}: {w}")
+        if len(warnings) > limit:
+            print(f"  {version}: ... {len(warnings) - limit} more")
+
+
+def write_table(path: Path, table: dict[str, Any], *, dry_run: bool = False) -> None:
+    """Write a table as committed (``dump_json`` and a final newline); ``dry_run`` writes nothing."""
+    if dry_run:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_json(table) + "\n")
+    log(f"wrote {path}")
