@@ -1,6 +1,7 @@
-"""The Go command provider's own tests (tools/pulumi_engine/cmd/pulumi-resource-vllm-fleet-command/main_test.go):
+"""The Go command provider's own tests (tools/pulumi_engine/cmd/pulumi-resource-vllm-fleet-command/*_test.go):
 address/user/host-key validation, `--` before the destination, the key served by an in-process agent (never a
-file), a pinned host key against a real sshd-less SSH server. Run with `go test` in the engine's build module."""
+file), a pinned host key against a real sshd-less SSH server (main_test.go); replace/update/delete semantics on
+the provider's gRPC methods (lifecycle_test.go). Run with `go test` in the engine's build module."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def test_command_provider_go_tests() -> None:
 
     engine = ensure_engine()  # builds (once) the module the provider is compiled in: <cache>/pulumi/<v>/src
     src = engine.bin_dir.parent / "src"
-    assert (src / "cmd" / "pulumi-resource-vllm-fleet-command" / "main_test.go").is_file()
+    for test_file in ("main_test.go", "lifecycle_test.go"):
+        assert (src / "cmd" / "pulumi-resource-vllm-fleet-command" / test_file).is_file()
     go = shutil.which("go") or "/usr/local/go/bin/go"
     env = {
         **os.environ,
