@@ -99,9 +99,11 @@ class Level:
     ttft_p95_s: float
     itl_p50_s: float
     itl_p95_s: float
+    itl_mean_s: float
     tpot_p50_s: float
     tpot_p95_s: float
-    """Client-side figures (seconds): p50/p95 over requests (TTFT, TPOT) and over all chunk gaps (ITL)."""
+    """Client-side figures (seconds): p50/p95 over requests (TTFT, TPOT) and over all chunk gaps (ITL; its mean
+    is robust to chunks that arrive in bursts, its median is not)."""
     itl_gaps: int
     """Client-side ITL observations (chunk gaps) in the level."""
     roofline_per_user_tokens_per_s: float
@@ -218,6 +220,18 @@ def finer_buckets_note(profile: DecodeProfile, server: ServerLatency) -> str | N
     return f"{what}; for finer buckets set the profile's extra_args.{CUSTOM_BUCKETS_ARG}: {entry}"
 
 
+def burst_note(level: Level) -> str | None:
+    """When the client's median chunk gap is far below its time per token, tokens reached it in bursts (several
+    stream events in one read: a busy host), and the chunk gaps say more about the reads than about decoding."""
+    if not level.tpot_p50_s or level.itl_p50_s * 4 >= level.tpot_p50_s:
+        return None
+    return (
+        f"client ITL p50 {level.itl_p50_s * 1000:.2f} ms is far below TPOT p50 {level.tpot_p50_s * 1000:.2f} ms: "
+        "tokens reached the client in bursts (several stream events per read, a busy host); TPOT (and the mean "
+        f"ITL, {level.itl_mean_s * 1000:.2f} ms) is the per-token time, the figure the node's ITL histogram times"
+    )
+
+
 async def _one(client: httpx.AsyncClient, model: str, max_tokens: int) -> StreamTiming:
     """One streamed completion, timed per chunk (a chunk is a data event with a choice, as vLLM's bench counts)."""
     body = {"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "stream": True,
@@ -290,6 +304,7 @@ def level_of(
         ttft_p95_s=round(percentile(ttft, 95), 6),
         itl_p50_s=round(percentile(itl, 50), 6),
         itl_p95_s=round(percentile(itl, 95), 6),
+        itl_mean_s=round(statistics.mean(itl), 6) if itl else 0.0,
         tpot_p50_s=round(percentile(tpot, 50), 6),
         tpot_p95_s=round(percentile(tpot, 95), 6),
         itl_gaps=len(itl),
@@ -320,6 +335,8 @@ def sweep(
         level.server = server_latency(profile, after, before)
         level.engine_steps = _engine_steps(profile, after, before)
         level.notes = [n for s in level.server.values() if (n := finer_buckets_note(profile, s))]
+        if (burst := burst_note(level)) is not None:
+            level.notes.append(burst)
         out.levels.append(level)
     return out
 
@@ -331,6 +348,7 @@ def plot(result: Sweep, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     xs = [x.concurrency for x in result.levels]
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
@@ -340,15 +358,19 @@ def plot(result: Sweep, path: Path) -> Path:
         ("per-user", "C1", "s", [x.per_user_tokens_per_s for x in result.levels],
          [x.roofline_per_user_tokens_per_s for x in result.levels]),
     )  # fmt: skip
-    for name, color, marker, measured, roof in series:
+    for (name, color, marker, measured, roof), dy in zip(series, (-11, 6), strict=True):
         ax.plot(xs, measured, marker + "-", color=color, label=f"{name} tokens/s (measured)")
         ax.plot(xs, roof, "--", color=color, alpha=0.6, label=f"{name} roofline (planner)")
         for x, m, r in zip(xs, measured, roof, strict=True):
             if r:
-                ax.annotate(f"{m / r:.0%}", (x, m), textcoords="offset points", xytext=(4, -11), fontsize=7,
+                ax.annotate(f"{m / r:.0%}", (x, m), textcoords="offset points", xytext=(4, dy), fontsize=7,
                             color=color)  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:,.0f}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="both", labelsize=7)
     ax.set_xticks(xs, [str(x) for x in xs])
     ax.set_xlabel("concurrent requests")
     ax.set_ylabel("decode tokens/s (log)")
