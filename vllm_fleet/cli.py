@@ -571,6 +571,54 @@ def router_status(
     print_table(out, servers)
 
 
+hardware_app = typer.Typer(help="Hardware catalogue entries from real servers.", no_args_is_help=True)
+app.add_typer(hardware_app, name="hardware")
+
+
+@hardware_app.command("import")
+def hardware_import(
+    query: Annotated[
+        str,
+        typer.Argument(
+            help="Saved output of `nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version "
+            "--format=csv` on the server ('-': stdin)."
+        ),
+    ],
+    topo: Annotated[str | None, typer.Option(help="Saved output of `nvidia-smi topo -m` (NVLink, NVSwitch).")] = None,
+    key: Annotated[
+        str | None, typer.Option(help="Catalogue key (default: the same GPU's, else from the name).")
+    ] = None,
+    bandwidth_gb_s: Annotated[float | None, typer.Option(help="Datasheet DRAM bandwidth, GB/s.")] = None,
+    bf16_tflops: Annotated[float | None, typer.Option(help="Datasheet dense BF16 tensor TFLOPS.")] = None,
+    fp8_tflops: Annotated[float | None, typer.Option(help="Datasheet dense FP8 tensor TFLOPS.")] = None,
+    runtime_overhead_mib: Annotated[int | None, typer.Option(help="CUDA context, workspaces, graphs.")] = None,
+    nvswitch: Annotated[bool | None, typer.Option("--nvswitch/--no-nvswitch", help="Default: from topo.")] = None,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Write the entry here (default: stdout).")] = None,
+) -> None:
+    """A real server's nvidia-smi output as a hardware catalogue entry (hardware.yaml's schema)."""
+    from vllm_fleet.catalog import hardware_import as hi
+
+    try:
+        imported = hi.import_hardware(
+            hi.read_output(query),
+            hi.read_output(topo) if topo else None,
+            key=key,
+            bandwidth_gb_s=bandwidth_gb_s,
+            bf16_tflops=bf16_tflops,
+            fp8_tflops=fp8_tflops,
+            runtime_overhead_mib=runtime_overhead_mib,
+            nvswitch=nvswitch,
+            query_source=query,
+            topology_source=topo or "topo",
+        )
+    except (hi.HardwareImportError, OSError) as e:
+        raise _fail(ValueError(str(e))) from None
+    if out_file is None:
+        sys.stdout.write(imported.to_yaml())
+    else:
+        out_file.write_text(imported.to_yaml(), encoding="utf-8")
+
+
 def main() -> None:
     app()
 

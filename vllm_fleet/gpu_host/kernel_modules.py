@@ -27,6 +27,7 @@ class ArchitectureSupport(BaseModel):
     generation: int = Field(ge=1)
     open: Literal["unsupported", "default", "required"]
     last_branch: int | None = None
+    compute_capabilities: tuple[str, ...] = ()
     example: str = ""
 
 
@@ -48,6 +49,14 @@ def architectures() -> list[str]:
     """Every architecture the table knows, older first."""
     table = flavour_table().architectures
     return sorted(table, key=lambda a: table[a].generation)
+
+
+def architecture_of(compute_capability: str) -> str | None:
+    """``"8.9"`` -> ``"ada"``; ``None`` for a compute capability the table does not know."""
+    for name, arch in flavour_table().architectures.items():
+        if compute_capability.strip() in arch.compute_capabilities:
+            return name
+    return None
 
 
 @dataclass(frozen=True)
