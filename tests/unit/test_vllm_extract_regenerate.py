@@ -30,7 +30,8 @@ def recorded_versions() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def sources() -> list[ReleaseSource]:
+def release_zips() -> list[tuple[str, Path]]:
+    """(version, cached zip) of every recorded release; each test reads one release at a time (memory)."""
     cache = releases.cache_root() / "py"
     versions = recorded_versions()
     missing = [v for v in versions if not (cache / f"{v}.zip").is_file()]
@@ -39,16 +40,17 @@ def sources() -> list[ReleaseSource]:
             f"the source of {len(missing)} of the {len(versions)} recorded vLLM releases is not cached in {cache} "
             f"(first missing: {missing[0]}); `python3 tools/extract_vllm_flags.py` fetches them from PyPI"
         )
-    return [ReleaseSource.from_zip(v, cache / f"{v}.zip") for v in versions]
+    return [(v, cache / f"{v}.zip") for v in versions]
 
 
-def test_the_flag_table_regenerates_byte_identical(sources: list[ReleaseSource]) -> None:
-    table = flag_table.build_table([flag_table.extract_version(src) for src in sources])
+def test_the_flag_table_regenerates_byte_identical(release_zips: list[tuple[str, Path]]) -> None:
+    table = flag_table.build_table([flag_table.extract_version(ReleaseSource.from_zip(v, z)) for v, z in release_zips])
     assert dump_json(table) + "\n" == FLAG_TABLE.read_text()
 
 
-def test_the_metric_table_regenerates_byte_identical(sources: list[ReleaseSource]) -> None:
-    table = metric_table.make_table([metric_table.extract_version(src) for src in sources], full=True)
+def test_the_metric_table_regenerates_byte_identical(release_zips: list[tuple[str, Path]]) -> None:
+    results = [metric_table.extract_version(ReleaseSource.from_zip(v, z)) for v, z in release_zips]
+    table = metric_table.make_table(results, full=True)
     assert dump_json(table) + "\n" == METRIC_TABLE.read_text()
 
 
