@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.converge.test_rollout_router import _ssh, all_serving
 from vllm_fleet.ansible import PlaybookResult
@@ -21,6 +22,7 @@ from vllm_fleet.lab.prometheus import prometheus_down, prometheus_up
 from vllm_fleet.lab.stack import lab_fleet
 from vllm_fleet.monitoring import series as mseries
 from vllm_fleet.monitoring.alerts import CONFIG_DRIFT, PREEMPTIONS
+from vllm_fleet.rollout.load import LoadClient
 
 pytestmark = pytest.mark.lab
 
@@ -90,6 +92,30 @@ def test_the_lab_prometheus_scrapes_every_node_with_its_labels(lab_prometheus: t
         labels = targets[node.name]
         assert labels["config_hash"] == node.config_hash and labels["profile"] == node.profile == "cpu-lab"
         assert labels["vllm_version"] == node.vllm_version and labels["instance"] == node.endpoint.split("//")[1]
+    # Load through the router until every node's tokens/s is recorded: then every recording rule the nodes' release
+    # and profile got returns a series for every node (a stale vLLM name would return nothing).
+    with LoadClient(site.router_url, MODEL, workers=3, max_tokens=16, pause=0.2) as load:
+        wait_for(
+            "tokens/s recorded for every node",
+            lambda: {s["metric"]["host"] for s in prom.query(f"{mseries.GENERATION_TOKENS_RATE} > 0")} == names,
+            120,
+        )
+    assert load.report.failed == [] and load.report.ok > 0, load.report
+    generated = config.prometheus_dir(site.state.state_dir) / "etc" / "rules"
+    records = sorted(
+        {
+            r["record"]
+            for f in generated.glob("*.rules.yml")
+            for g in yaml.safe_load(f.read_text())["groups"]
+            for r in g["rules"]
+            if "record" in r
+        }
+    )
+    assert len(records) >= 20, records
+    per_host = {name: sorted({s["metric"].get("host", "") for s in prom.query(name)}) for name in records}
+    fleet_wide = {name for name, found in per_host.items() if found == [""]}  # e.g. sums over the fleet
+    assert {name: found for name, found in per_host.items() if name not in fleet_wide and found != sorted(names)} == {}
+    assert all(prom.query(name) for name in fleet_wide), fleet_wide
     # The generated rules are loaded and healthy, the drift alert quiet for the converged fleet.
     rules = rules_now(prom)
     assert len(rules) >= 30 and all(r["health"] in ("ok", "unknown") for r in rules), rules
