@@ -79,40 +79,32 @@ def test_secure_boot_off_goes_on(run: Run, tool: Tool, tmp_path: Path, secure_bo
     assert said in out
 
 
-def test_an_enrolled_mok_is_written_for_dkms(run: Run, tool: Tool, tmp_path: Path) -> None:
+def _signing(tmp_path: Path, efivar: int, test_key: str) -> tuple[Path, dict[str, Any]]:
+    """A MOK key and certificate on 'the host', mokutil's double saying Secure Boot is on and ``test_key``."""
     key, cert = tmp_path / "mok.key", tmp_path / "mok.der"
     key.write_text("key")
     cert.write_text("cert")
-    rc, out = _play(
-        run,
-        tool,
-        tmp_path,
-        check=True,  # the step writes /etc/dkms/framework.conf.d: only say so here
-        _nvidia_driver_efi_dir=str(_efi(tmp_path, 1)),
-        _nvidia_driver_mokutil=str(_fake_mokutil(tmp_path, "SecureBoot enabled", "is already enrolled")),
-        nvidia_driver_secure_boot_sign=True,
-        nvidia_driver_mok_key=str(key),
-        nvidia_driver_mok_cert=str(cert),
-    )
+    return cert, {
+        "_nvidia_driver_efi_dir": str(_efi(tmp_path, efivar)),
+        "_nvidia_driver_mokutil": str(_fake_mokutil(tmp_path, "SecureBoot enabled", test_key)),
+        "nvidia_driver_secure_boot_sign": True,
+        "nvidia_driver_mok_key": str(key),
+        "nvidia_driver_mok_cert": str(cert),
+    }
+
+
+def test_an_enrolled_mok_is_written_for_dkms(run: Run, tool: Tool, tmp_path: Path) -> None:
+    cert, variables = _signing(tmp_path, 1, "is already enrolled")
+    # --check: the step writes /etc/dkms/framework.conf.d, only say so here
+    rc, out = _play(run, tool, tmp_path, check=True, **variables)
     assert rc == 0, out[-3000:]
     assert f"DKMS signs the module with the enrolled MOK {cert}" in out
     assert re.search(r"Have DKMS sign with the enrolled MOK\] \**\s*changed: \[localhost\]", out), out[-3000:]
 
 
 def test_a_mok_not_enrolled_stops_with_the_enrolment_step(run: Run, tool: Tool, tmp_path: Path) -> None:
-    key, cert = tmp_path / "mok.key", tmp_path / "mok.der"
-    key.write_text("key")
-    cert.write_text("cert")
-    rc, out = _play(
-        run,
-        tool,
-        tmp_path,
-        _nvidia_driver_efi_dir=str(_efi(tmp_path, 0)),  # mokutil's answer wins over the variable
-        _nvidia_driver_mokutil=str(_fake_mokutil(tmp_path, "SecureBoot enabled", "is not enrolled")),
-        nvidia_driver_secure_boot_sign=True,
-        nvidia_driver_mok_key=str(key),
-        nvidia_driver_mok_cert=str(cert),
-    )
+    cert, variables = _signing(tmp_path, 0, "is not enrolled")  # mokutil's answer wins over the EFI variable
+    rc, out = _play(run, tool, tmp_path, **variables)
     assert rc != 0
     assert f"the MOK {cert} is not enrolled" in out and f"mokutil --import {cert}" in out
 
