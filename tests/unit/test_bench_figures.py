@@ -44,7 +44,7 @@ def test_a_quantile_is_read_as_its_bucket() -> None:
 
 
 def _itl(p50: Bucket) -> ServerLatency:
-    return ServerLatency("itl", "vllm:inter_token_latency_seconds", 40, p50, p50, ITL_DEFAULTS)
+    return ServerLatency("itl", "vllm:inter_token_latency_seconds", 40, 0.004, p50, p50, ITL_DEFAULTS)
 
 
 def test_a_first_bucket_reading_names_the_finer_buckets_the_release_takes() -> None:

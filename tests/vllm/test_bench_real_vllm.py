@@ -48,6 +48,11 @@ def test_sweep_counts_what_the_node_counts(fine_server: tuple[str, DecodeProfile
         assert 0 < level.itl_gaps <= itl.observations
         assert 0 < level.ttft_p50_s <= level.ttft_p95_s and 0 < level.itl_p50_s <= level.itl_p95_s
         assert level.server["tpot"].observations == level.requests
+        # The same tokens in the same window, timed at both ends of the stream: the client's summed chunk gaps
+        # and the node's summed ITL (histogram _sum) agree within a third (measured 0.93-1.13 at C=1..8 on a
+        # 2-core host at load 7-8). Counting TTFT or the usage chunk as a gap, or a wrong clock, falls outside.
+        assert itl.mean_s is not None
+        assert 0.75 <= (level.itl_mean_s * level.itl_gaps) / (itl.mean_s * itl.observations) <= 1 / 0.75
     # Batching, structurally: alone, each engine step makes one token; four at once share steps.
     assert one.engine_steps is not None and four.engine_steps is not None
     assert one.engine_steps >= one.completion_tokens - 1
@@ -66,17 +71,18 @@ def test_client_figures_agree_with_vllm_bench_serve(fine_server: tuple[str, Deco
     )  # fmt: skip
     assert ref.completed == ours.requests == c * per_client and ref.max_concurrency == c
     assert ref.result["total_output_tokens"] == ours.completion_tokens
-    # Same definitions, same node, same load: TTFT and TPOT medians and the ITL means agree within a factor of 3
-    # either way (measured 0.41-1.49 at C=1..8 on a 2-core host at load 8, bench/decode_sweep.py; a definition
-    # error, ITL over tokens of a request instead of its chunks, TTFT from the level's start, is off by more).
-    # ITL medians are not compared: a busy host delivers tokens in bursts and both tools' chunk-gap medians
-    # collapse towards 0 (measured: vLLM's 0.00 ms at C=2, ours 0.02 ms, for a TPOT of 6 ms).
+    # Same definitions, same node, same load, but one tool after the other: on this shared 2-core host (load 7-9)
+    # the load between the two runs moves the figures, and vLLM's own TTFT p50 at C=1 measured 206, 43 and 63 ms
+    # in three runs (4.9x). So the medians (ITL: the means; a busy host delivers tokens in bursts and both tools'
+    # chunk-gap medians collapse towards 0: vLLM's 0.00 ms at C=2 once) agree within 6x either way; measured
+    # 0.86-2.95 at C=2 (0.21-3.36 at C=1..8) over three runs of bench/decode_sweep.py. A unit error (s vs ms)
+    # or per-request instead of per-chunk ITL is off by far more; the same-window check above is the tight one.
     for mine, theirs in (
         (ours.ttft_p50_s, ref.median_ttft_s),
         (ours.itl_mean_s, ref.mean_itl_s),
         (ours.tpot_p50_s, ref.median_tpot_s),
     ):
-        assert 1 / 3 <= mine / theirs <= 3, (mine, theirs)
+        assert 1 / 6 <= mine / theirs <= 6, (mine, theirs)
     # The node's ITL histogram, read as buckets: its p50 bucket holds the client's per-token time (TPOT p50),
     # give or take the neighbouring boundary (the two clocks stand on either side of the HTTP stream).
     bucket = ours.server["itl"].p50
@@ -101,4 +107,4 @@ def test_cli_prints_buckets_and_plots(fine_server: tuple[str, DecodeProfile], tm
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = runner.invoke(app, [*args, "--requests-per-client", "1"], env={"COLUMNS": None})
     assert text.exit_code == 0, text.output
-    assert "p95 ≤ " in text.stdout and "(bucket " in text.stdout and "of roofline" in text.stdout
+    assert "server ITL p95" in text.stdout and " ms (bucket " in text.stdout and "of roofline" in text.stdout
