@@ -112,6 +112,13 @@ def test_program_registers_one_node_per_host() -> None:
     assert converge.inputs["secret_environment"] == keys
     smoke = next(r for r in mocks.resources if r.name == "gpu-4090-a-smoke")
     assert smoke.inputs["secret_environment"] == {"VLLM_FLEET_API_KEY": "apiKey"}
+    # The gate gets what it reads (address, effective profile) and reruns with every converge (its digest).
+    target = json.loads(smoke.inputs["environment"]["VLLM_FLEET_NODE"])
+    assert target == {
+        "host": {"name": "gpu-4090-a", "address": node["host"]["address"]},
+        "profile_data": node["profile_data"],
+    }
+    assert smoke.inputs["environment"]["VLLM_FLEET_CONVERGE_DIGEST"] == env["VLLM_FLEET_CONVERGE_DIGEST"]
 
 
 def test_secrets_are_held_once_per_stack_not_per_node() -> None:

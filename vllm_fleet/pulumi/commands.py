@@ -66,21 +66,19 @@ class _Command(pulumi.CustomResource):
         triggers: pulumi.Input[list[Any]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        props: dict[str, Any] = {
+        # Only what is set: each property is an Output the SDK tracks until the program ends (a cost per resource).
+        given = {
             "create": create,
             "update": update,
             "delete": delete,
             "environment": environment,
+            # Environment variable -> the provider's config key holding its value (names only, not secret).
+            "secret_environment": secret_environment or None,
             "stdin": stdin,
             "triggers": triggers,
-            "stdout": None,
-            "stderr": None,
+            "connection": connection,
         }
-        if connection is not None:
-            props["connection"] = connection
-        if secret_environment:
-            # Environment variable -> the provider's config key holding its value (names only, not secret).
-            props["secret_environment"] = secret_environment
+        props: dict[str, Any] = {k: v for k, v in given.items() if v is not None} | {"stdout": None, "stderr": None}
         super().__init__(f"{PACKAGE}:{kind}:Command", name, props, opts)
 
 

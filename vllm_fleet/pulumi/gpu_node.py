@@ -123,11 +123,15 @@ class GpuNode(pulumi.ComponentResource):
         gate: pulumi.Resource = self.converge
         if args.smoke:
             smoke = f"{python} -m vllm_fleet.converge smoke"
+            # What the gate reads (the node's address, its effective profile), not the whole spec: every byte of
+            # a command's inputs is serialised again at each of the engine's per-step checkpoints.
+            target = {"host": {"name": node.name, "address": node.address}, "profile_data": node.profile_data}
             self.smoke = LocalCommand(
                 f"{name}-smoke",
                 create=smoke,
                 update=smoke,
-                environment=env,
+                # The converge's digest: the gate runs again after every converge (and with a new API key).
+                environment={**env, "VLLM_FLEET_NODE": json.dumps(target)},
                 secret_environment={k: v for k, v in SECRET_ENV.items() if k != "VLLM_FLEET_SSH_KEY"},
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.converge])),
             )

@@ -22,7 +22,10 @@
 //
 // Semantics kept from pulumi-command: a change of `triggers` replaces the resource; a change of any
 // other input runs `update` (or `create` when there is no `update`) in place; `delete` runs when the
-// resource is destroyed. Outputs are the inputs plus the tails of stdout and stderr. Secrets reach the
+// resource is destroyed. Outputs are the tails of stdout and stderr only: the engine keeps the inputs
+// beside them and sends them back (old_inputs) to Diff, Update and Delete, so echoing them into the
+// outputs would only store every input twice and serialise it twice at each of the engine's per-step
+// checkpoints (an old state whose outputs still echo the inputs reads the same). Secrets reach the
 // command through its environment or stdin, never argv; SSH pins the host key (strict
 // checking, no fallback) and offers the private key from an in-process agent, never a file.
 package main
@@ -212,7 +215,7 @@ func (p *commandProvider) Check(_ context.Context, req *pulumirpc.CheckRequest) 
 }
 
 func (p *commandProvider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumirpc.DiffResponse, error) {
-	olds, news, err := unmarshalPair(req.GetOlds(), req.GetNews())
+	olds, news, err := unmarshalPair(oldInputs(req.GetOldInputs(), req.GetOlds()), req.GetNews())
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +252,7 @@ func (p *commandProvider) Create(ctx context.Context, req *pulumirpc.CreateReque
 	if err != nil {
 		return nil, err
 	}
-	props, err := marshalOutputs(outs, req.GetProperties())
+	props, err := marshal(outs)
 	if err != nil {
 		return nil, err
 	}
@@ -257,21 +260,22 @@ func (p *commandProvider) Create(ctx context.Context, req *pulumirpc.CreateReque
 }
 
 func (p *commandProvider) Update(ctx context.Context, req *pulumirpc.UpdateRequest) (*pulumirpc.UpdateResponse, error) {
-	olds, news, err := unmarshalPair(req.GetOlds(), req.GetNews())
+	olds, news, err := unmarshalPair(oldInputs(req.GetOldInputs(), req.GetOlds()), req.GetNews())
 	if err != nil {
 		return nil, err
 	}
 	var outs resource.PropertyMap
 	if len(changedKeys(olds, news, rerunOn)) == 0 {
 		// Only recorded inputs (delete) changed: keep the last outputs, run nothing.
-		outs = news.Copy()
-		for _, k := range []resource.PropertyKey{"stdout", "stderr"} {
-			outs[k] = olds[k]
+		last, err := unmarshal(req.GetOlds())
+		if err != nil {
+			return nil, err
 		}
+		outs = resource.PropertyMap{"stdout": last["stdout"], "stderr": last["stderr"]}
 	} else if outs, err = p.run(ctx, req.GetType(), req.GetUrn(), news, "update", req.GetPreview()); err != nil {
 		return nil, err
 	}
-	props, err := marshalOutputs(outs, req.GetNews())
+	props, err := marshal(outs)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +283,7 @@ func (p *commandProvider) Update(ctx context.Context, req *pulumirpc.UpdateReque
 }
 
 func (p *commandProvider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*emptypb.Empty, error) {
-	olds, err := unmarshal(req.GetProperties())
+	olds, err := unmarshal(oldInputs(req.GetOldInputs(), req.GetProperties()))
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +302,7 @@ func (p *commandProvider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*
 func (p *commandProvider) run(
 	ctx context.Context, typ, urn string, props resource.PropertyMap, which string, preview bool,
 ) (resource.PropertyMap, error) {
-	outs := props.Copy()
+	outs := resource.PropertyMap{}
 	if preview {
 		outs["stdout"] = resource.MakeComputed(resource.NewStringProperty(""))
 		outs["stderr"] = resource.MakeComputed(resource.NewStringProperty(""))
@@ -775,23 +779,13 @@ func unmarshalPair(olds, news *structpb.Struct) (resource.PropertyMap, resource.
 	return o, n, err
 }
 
-// marshalOutputs marshals the outputs with each input as it came, secrets included: a provider that
-// accepts secrets must return them marked, or the engine stores them in clear (it re-marks outputs
-// only for providers that do not accept secrets).
-func marshalOutputs(outs resource.PropertyMap, inputs *structpb.Struct) (*structpb.Struct, error) {
-	withSecrets, err := plugin.UnmarshalProperties(inputs, plugin.MarshalOptions{
-		KeepUnknowns: true, SkipNulls: true, KeepSecrets: true,
-	})
-	if err != nil {
-		return nil, err
+// oldInputs: the resource's last inputs, which the engine sends with Diff, Update and Delete; an engine
+// that does not falls back to the outputs (which echoed the inputs before this provider stopped doing so).
+func oldInputs(inputs, outputs *structpb.Struct) *structpb.Struct {
+	if inputs != nil {
+		return inputs
 	}
-	merged := outs.Copy()
-	for k, v := range withSecrets {
-		if _, ok := merged[k]; ok {
-			merged[k] = v
-		}
-	}
-	return plugin.MarshalProperties(merged, plugin.MarshalOptions{KeepUnknowns: true, SkipNulls: true, KeepSecrets: true})
+	return outputs
 }
 
 func marshal(m resource.PropertyMap) (*structpb.Struct, error) {

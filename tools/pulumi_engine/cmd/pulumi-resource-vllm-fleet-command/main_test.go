@@ -486,12 +486,14 @@ func TestProviderSecrets(t *testing.T) {
 		t.Fatalf("outputs: %s", outs)
 	}
 
-	// A secret input comes back marked secret in the outputs: the engine stores it encrypted.
+	// The outputs are stdout and stderr only: no input (no secret among them) is echoed into them; the
+	// engine keeps the inputs and sends them back to Update and Delete.
+	deleted := filepath.Join(t.TempDir(), "deleted")
 	withSecret, err := plugin.MarshalProperties(resource.PropertyMap{
-		"create": resource.NewStringProperty("true"),
+		"create": resource.NewStringProperty("echo created"),
+		"delete": resource.NewStringProperty(`test "$TOKEN" = token-9b1d && touch ` + deleted),
 		"environment": resource.NewObjectProperty(resource.PropertyMap{
 			"TOKEN": resource.MakeSecret(resource.NewStringProperty("token-9b1d")),
-			"PLAIN": resource.NewStringProperty("x"),
 		}),
 	}, plugin.MarshalOptions{KeepSecrets: true})
 	if err != nil {
@@ -505,18 +507,36 @@ func TestProviderSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := back["environment"].ObjectValue()
-	if !env["TOKEN"].IsSecret() || env["PLAIN"].IsSecret() || back["stdout"].IsSecret() {
-		t.Fatalf("secret-ness of the outputs: %v", back)
+	if len(back) != 2 || back["stdout"].StringValue() != "created\n" || strings.Contains(created.GetProperties().String(), "token-9b1d") {
+		t.Fatalf("outputs: %v", back)
+	}
+	// Only `delete` changed: nothing runs, the last stdout is kept; the old inputs, not the outputs, are compared.
+	changedDelete, _ := plugin.MarshalProperties(resource.PropertyMap{
+		"create":      resource.NewStringProperty("echo created"),
+		"delete":      resource.NewStringProperty("true"),
+		"environment": resource.NewObjectProperty(resource.PropertyMap{"TOKEN": resource.MakeSecret(resource.NewStringProperty("token-9b1d"))}),
+	}, plugin.MarshalOptions{KeepSecrets: true})
+	diff, err := p.Diff(context.Background(), &pulumirpc.DiffRequest{Olds: created.GetProperties(), OldInputs: withSecret, News: changedDelete})
+	if err != nil || len(diff.GetReplaces()) != 0 || strings.Join(diff.GetDiffs(), ",") != "delete" {
+		t.Fatalf("diff against the old inputs: %v %v", diff, err)
 	}
 	updated, err := p.Update(context.Background(), &pulumirpc.UpdateRequest{
-		Type: localType, Olds: created.GetProperties(), News: withSecret,
+		Type: localType, Olds: created.GetProperties(), OldInputs: withSecret, News: changedDelete,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, _ = plugin.UnmarshalProperties(updated.GetProperties(), plugin.MarshalOptions{KeepSecrets: true}); !back["environment"].ObjectValue()["TOKEN"].IsSecret() {
-		t.Fatalf("update lost the secret: %v", back)
+	if back, _ = plugin.UnmarshalProperties(updated.GetProperties(), plugin.MarshalOptions{}); back["stdout"].StringValue() != "created\n" {
+		t.Fatalf("update kept: %v", back)
+	}
+	// Delete runs the old inputs' delete command with their environment (not the outputs, which hold neither).
+	if _, err := p.Delete(context.Background(), &pulumirpc.DeleteRequest{
+		Type: localType, Properties: created.GetProperties(), OldInputs: withSecret,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(deleted); err != nil {
+		t.Fatalf("the delete command did not run with the old inputs' environment: %v", err)
 	}
 
 	// A rotated key updates the provider in place; nothing asks for a replacement.
