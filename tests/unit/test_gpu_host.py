@@ -147,6 +147,9 @@ def test_dkms_status_parses_dkms_2_and_3() -> None:
 def test_dkms_problem_names_the_kernel_and_the_fix() -> None:
     assert dkms_problem(DKMS3, "580.95.05", "6.1.0-26-amd64") == ""
     assert dkms_problem(DKMS28, "580.95.05", "5.15.0-119-generic") == ""
+    # As a public Ubuntu 22.04 host log shows it (HWE kernel, Ubuntu archive driver).
+    ubuntu = "nvidia/580.173.02, 6.8.0-136-generic, x86_64: installed\n"
+    assert dkms_problem(ubuntu, "580.173.02", "6.8.0-136-generic") == ""
     built = dkms_problem(DKMS3, "580.95.05", "6.1.0-27-amd64")
     assert "kernel 6.1.0-27-amd64" in built and "built" in built and "make.log" in built
     missing = dkms_problem(DKMS3, "580.95.05", "6.1.0-28-amd64")

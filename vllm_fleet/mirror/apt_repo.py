@@ -5,8 +5,9 @@ Layout under the mirror root (``<url>`` is what the server serves, e.g. ``lab_mi
     cuda/repos/debian12/x86_64/       the repository: *.deb, Packages(.gz), Release,
                                       InRelease, Release.gpg, <KEYID>.pub (armored key, like
                                       NVIDIA's 3bf863cc.pub) and cuda-archive-keyring.gpg
-    cuda/repos/ubuntu2204/x86_64  ->  the same directory (symlink: same content)
-    cuda/repos/ubuntu2404/x86_64  ->  the same directory
+    cuda/repos/ubuntu2204/x86_64/     the Ubuntu stand-ins (tools/standin_debs/packages.ubuntu.yaml: Ubuntu's
+    cuda/repos/ubuntu2404/x86_64/     names and revisions), each a tree of its own like NVIDIA's; without Ubuntu
+                                      definitions, symlinks to the Debian tree
     keys/vllm-fleet-lab.gpg           the public key as a binary keyring (for signed-by=)
     keys/vllm-fleet-lab.asc           the same, armored
 
@@ -166,30 +167,42 @@ def write_indexes(repo_dir: Path) -> None:
     (repo_dir / "Release").write_bytes(release)
 
 
-def build_apt_repo(dest: Path, standins: StandinSet, gnupg_home: Path) -> AptRepo:
+def _build_tree(
+    repo: Path, standins: StandinSet, gnupg_home: Path, fingerprint: str, keys: tuple[bytes, bytes]
+) -> None:
+    """One repository tree: the debs, the keys beside them (as NVIDIA's trees have), indexes, signatures."""
+    build_all(standins, repo)
+    binary_key, armored_key = keys
+    (repo / REPO_KEYRING_NAME).write_bytes(binary_key)
+    (repo / f"{fingerprint[-8:].lower()}.pub").write_bytes(armored_key)
+    write_indexes(repo)
+    sign_release(gnupg_home, fingerprint, repo)
+
+
+def build_apt_repo(dest: Path, standins: StandinSet, gnupg_home: Path, ubuntu: StandinSet | None = None) -> AptRepo:
     """Build the whole apt side into ``dest`` (a fresh directory that becomes the mirror root's
-    ``cuda/`` + ``keys/``): stand-in debs, indexes, signatures, the keys."""
+    ``cuda/`` + ``keys/``): stand-in debs, indexes, signatures, the keys. ``ubuntu``: the Ubuntu stand-ins, built
+    into their own ubuntu2204 and ubuntu2404 trees (without them, those paths link to the Debian tree)."""
     ensure_commands(TOOLS)
     fingerprint = ensure_signing_key(gnupg_home)
     fresh_dir(dest)
     repo = dest / repo_path(PRIMARY_DISTRO)
-    build_all(standins, repo)
     binary_key = export_public_key(gnupg_home, fingerprint, armor=False)
     armored_key = export_public_key(gnupg_home, fingerprint, armor=True)
-    (repo / REPO_KEYRING_NAME).write_bytes(binary_key)
-    (repo / f"{fingerprint[-8:].lower()}.pub").write_bytes(armored_key)
+    _build_tree(repo, standins, gnupg_home, fingerprint, (binary_key, armored_key))
     keys = dest / "keys"
     keys.mkdir()
     (keys / KEYRING_NAME).write_bytes(binary_key)
     (keys / KEYRING_NAME.replace(".gpg", ".asc")).write_bytes(armored_key)
-    write_indexes(repo)
-    sign_release(gnupg_home, fingerprint, repo)
     for distro in DISTROS:
         if distro == PRIMARY_DISTRO:
             continue
-        link = dest / repo_path(distro).rstrip("/")
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(repo, link.parent), target_is_directory=True)
+        tree = dest / repo_path(distro)
+        if ubuntu is not None:
+            _build_tree(tree, ubuntu, gnupg_home, fingerprint, (binary_key, armored_key))
+            continue
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        tree.symlink_to(os.path.relpath(repo, tree.parent), target_is_directory=True)
     for p in [dest, *dest.rglob("*")]:
         if not p.is_symlink():
             p.chmod(0o755 if p.is_dir() else 0o644)

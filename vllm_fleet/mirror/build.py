@@ -35,7 +35,7 @@ from vllm_fleet.mirror.apt_repo import (
     repo_path,
     sources_line,
 )
-from vllm_fleet.mirror.standin import definitions_dir, load_definitions
+from vllm_fleet.mirror.standin import UBUNTU_DEFINITIONS, definitions_dir, load_definitions
 from vllm_fleet.mirror.wheelhouse import (
     BOOTSTRAP_LABEL,
     HashCache,
@@ -104,11 +104,14 @@ def build_mirror(
         gnupg_home = mdir / "gnupg"
         fingerprint = ensure_signing_key(gnupg_home)
         standins = load_definitions(definitions)
+        ubuntu = (
+            load_definitions(definitions, UBUNTU_DEFINITIONS) if (definitions / UBUNTU_DEFINITIONS).is_file() else None
+        )
         apt_digest = json_digest(["apt", RECIPE_VERSION, standins.digest, fingerprint])
         apt_rebuilt = not (_marker_matches(root / "cuda", apt_digest) and (root / "keys").is_dir())
         if apt_rebuilt:
             scratch = mdir / "apt.new"
-            build_apt_repo(scratch, standins, gnupg_home)
+            build_apt_repo(scratch, standins, gnupg_home, ubuntu)
             (scratch / "cuda" / MARKER).write_text(apt_digest + "\n")
             replace_dir(scratch / "keys", root / "keys")
             replace_dir(scratch / "cuda", root / "cuda")
@@ -144,7 +147,7 @@ def landing_page(projects: tuple[str, ...]) -> str:
         f"keyring:  http://MIRROR/keys/{KEYRING_NAME}  (binary; install as {HOST_KEYRING_PATH})",
         f"          http://MIRROR/{repo_path(PRIMARY_DISTRO)}{REPO_KEYRING_NAME}  (same key)",
         f"apt:      {deb}",
-        "          (same repository under cuda/repos/ubuntu2204/x86_64/ and cuda/repos/ubuntu2404/x86_64/)",
+        "          (Ubuntu names: cuda/repos/ubuntu2204/x86_64/ and cuda/repos/ubuntu2404/x86_64/)",
         "pip:      pip install --index-url http://MIRROR/simple/ PACKAGE",
         "",
         f"Python projects ({len(projects)}): {' '.join(projects)}",

@@ -42,8 +42,12 @@ def definitions_dir() -> Path:
     return project_root() / "tools" / "standin_debs"
 
 
-def definitions_file() -> Path:
-    return definitions_dir() / "packages.yaml"
+def definitions_file(name: str = "packages.yaml") -> Path:
+    return definitions_dir() / name
+
+
+# The stand-ins of NVIDIA's Ubuntu repositories (Ubuntu names and revisions), one tree per Ubuntu release.
+UBUNTU_DEFINITIONS = "packages.ubuntu.yaml"
 
 
 # ---------------------------------------------------------------- the YAML schema
@@ -212,19 +216,19 @@ def _read_source(base: Path, source: str | None, content: str | None, *, where: 
 
 
 def definitions_digest(base: Path) -> str:
-    """sha256 over packages.yaml and files/* (names + bytes): the apt repository's input hash."""
+    """sha256 over packages*.yaml and files/* (names + bytes): the apt repository's input hash."""
     digest = hashlib.sha256()
-    update_with_files(digest, base, [base / "packages.yaml", *tree_files(base / "files")])
+    update_with_files(digest, base, [*sorted(base.glob("packages*.yaml")), *tree_files(base / "files")])
     return digest.hexdigest()
 
 
-def load_definitions(base: Path | None = None) -> StandinSet:
-    """Read and expand the definitions (pure apart from reading ``base``)."""
+def load_definitions(base: Path | None = None, name: str = "packages.yaml") -> StandinSet:
+    """Read and expand the definitions ``base/name`` (pure apart from reading ``base``)."""
     base = definitions_dir() if base is None else base
-    raw = yaml.safe_load((base / "packages.yaml").read_text(encoding="utf-8"))
+    raw = yaml.safe_load((base / name).read_text(encoding="utf-8"))
     defs = Definitions.model_validate(raw)
     if defs.schema_ != 1:
-        raise MirrorError(f"{base / 'packages.yaml'}: unsupported schema {defs.schema_}")
+        raise MirrorError(f"{base / name}: unsupported schema {defs.schema_}")
     common = dict(defs.variables)
     # Names of all per-driver packages (for the pinning files), computed with any driver version.
     per_driver_names: list[str] = []
