@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vllm_fleet.planner import Plan
+from vllm_fleet.tables import print_table
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -21,9 +22,9 @@ def human_bytes(n: float) -> str:
 def print_plan(console: Console, p: Plan) -> None:
     tp = f" (per GPU, TP={p.tensor_parallel_size})" if p.tensor_parallel_size > 1 else ""
     t = Table(title=f"{p.profile}: {p.model} on {p.hardware}, vLLM {p.vllm_version}{tp}", show_header=False)
-    t.add_column("figure")
-    t.add_column("value", justify="right")
-    t.add_column("how", style="dim")
+    t.add_column("figure", overflow="fold")
+    t.add_column("value", justify="right", overflow="fold")
+    t.add_column("how", style="dim", overflow="fold")
     rows: list[tuple[str, str, str]] = [
         ("device memory", human_bytes(p.device_memory_bytes), "total, as nvidia-smi reports it"),
         ("usable", human_bytes(p.usable_bytes), "total × gpu_memory_utilization"),
@@ -72,7 +73,7 @@ def print_plan(console: Console, p: Plan) -> None:
         )
     for row in rows:
         t.add_row(*row)
-    console.print(t)
+    print_table(console, t)
     if not p.findings:
         console.print("[green]no findings[/green]")
     for f in p.findings:

@@ -45,17 +45,18 @@ def print_table(console: Console, tbl: Table) -> None:
     """Print ``tbl`` whole: as a table when its words fit the width, else one record per row."""
     width = _width(console)
     natural = Measurement.get(console, console.options.update_width(UNBOUNDED), tbl)
+    fits = _fit_columns(console, tbl, natural.maximum, width)
     if console.is_terminal:
         target = Console(file=console.file, width=width, highlight=False)
-        if natural.minimum > width:
-            _print_records(target, tbl)
-        else:
+        if fits:
             target.print(tbl)
+        else:
+            _print_records(target, tbl)
         return
     # A file: plain text, no trailing blanks, Markdown's rules for a table.
     buffer = io.StringIO()
     target = Console(file=buffer, width=min(width, natural.maximum), highlight=False, color_system=None)
-    if natural.minimum > width:
+    if not fits:
         _print_records(target, tbl)
     else:
         if tbl.title:
@@ -65,6 +66,27 @@ def print_table(console: Console, tbl: Table) -> None:
     lines = (line.rstrip() for line in buffer.getvalue().splitlines())
     console.file.write("".join(f"{line}\n" for line in lines if line))
     console.file.flush()
+
+
+def _fit_columns(console: Console, tbl: Table, natural: int, width: int) -> bool:
+    """Whether ``tbl`` fits ``width`` with every word whole; when it must wrap, each column gets a fixed width of
+    at least its longest word and a share of the rest by how much it would wrap (rich's own squeezing folds
+    words: it narrows the widest columns first, whatever their words)."""
+    if natural <= width:
+        return True
+    options = console.options.update_width(UNBOUNDED)
+    ranges = []
+    for column in tbl.columns:
+        cells = [Measurement.get(console, options, c) for c in (column.header, *column.cells)]
+        ranges.append((max(m.minimum for m in cells), max(m.maximum for m in cells)))
+    overhead = natural - sum(high for _, high in ranges)
+    spare = width - overhead - sum(low for low, _ in ranges)
+    if spare < 0:
+        return False
+    need = sum(high - low for low, high in ranges) or 1
+    for column, (low, high) in zip(tbl.columns, ranges, strict=True):
+        column.width = low + (high - low) * spare // need
+    return True
 
 
 def _print_records(target: Console, tbl: Table) -> None:

@@ -91,3 +91,30 @@ def test_profiles_in_a_narrow_terminal(tmp_path: Path) -> None:
     os.close(main)
     text = ANSI.sub("", b"".join(chunks).decode("utf-8")).replace("\r\n", "\n")
     assert_legible(text, 60)
+
+
+def test_a_wrapping_table_keeps_each_word_whole() -> None:
+    # The plan's table is wider than 60 columns but its longest words fit: a table whose cells wrap between words
+    # (rich alone would fold `gpu_memory_utilization` mid-word to squeeze the widest column).
+    result = runner.invoke(app, ["plan", "-p", "rtx4090-qwen2.5-7b-spec"], env={"COLUMNS": "60"})
+    lines = [line for line in result.stdout.splitlines() if line.startswith("|")]
+    assert lines and max(len(line) for line in lines) <= 60, result.stdout
+    words = " ".join(lines).replace("|", " ").split()
+    for word in ("gpu_memory_utilization", "nvidia-smi", "157,104", "kv_heads"):
+        assert word in words, result.stdout
+
+
+def test_audit_table_prints_what_a_host_reported_whole_and_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from vllm_fleet.audit.reconcile import Finding
+    from vllm_fleet.audit.report import print_table
+
+    actual = "[bold]--max-num-seqs 64 --kv-cache-memory-bytes 67108864 --served-model-name tiny-llama-lab[/bold]"
+    finding = Finding("VF-ARGV", "lab-1", "argv", "high", "failed", "--max-num-seqs 8", actual, "argv")
+    monkeypatch.delenv("COLUMNS", raising=False)  # a file: as wide as the content
+    buf = io.StringIO()
+    print_table(Console(file=buf), [finding])
+    assert actual in buf.getvalue()  # not cut at 60 characters, and markup-looking text is not rendered

@@ -16,8 +16,9 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
+from vllm_fleet import tables
 from vllm_fleet.audit.evidence import Desired, HostEvidence
 from vllm_fleet.audit.reconcile import CHECKS, Check, Finding
 
@@ -114,13 +115,15 @@ _STYLE = {"passed": "green", "failed": "red", "error": "magenta", "not-applicabl
 
 def print_table(console: Console, findings: list[Finding], all_checks: bool = False) -> None:
     shown = [f for f in findings if all_checks or f.status not in ("passed", "not-applicable")]
-    table = Table("host", "check", "severity", "status", "expected", "actual", "layer", title="vllm-fleet audit")
+    table = tables.table("host", "check", "severity", "status", "expected", "actual", "layer", title="vllm-fleet audit")
     for f in shown:
         style = _STYLE.get(f.status, "")
         status = f.status if f.counts or f.status != "failed" else "failed (waived)"
-        table.add_row(f.host, f.check, f.severity, f"[{style}]{status}[/]", f.expected[:48], f.actual[:60], f.layer)
+        table.add_row(
+            f.host, f.check, f.severity, f"[{style}]{status}[/]", escape(f.expected), escape(f.actual), f.layer
+        )
     if shown:
-        console.print(table)
+        tables.print_table(console, table)
     s = summary(findings)
     console.print(
         f"{s['result']}: {len(s['hosts'])} host(s), "
