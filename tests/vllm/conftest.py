@@ -12,10 +12,16 @@ from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.profile_loader import load_profile
 from vllm_fleet.vllm.check import find_vllm_python
 
-pytestmark = pytest.mark.vllm
+# No pytestmark here: pytest reads it only in test modules. Each module in this folder carries `vllm` itself, and
+# the hook below refuses one that does not (`-m "not vllm"` must really deselect it).
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = sorted(
+        {str(i.fspath) for i in items if "tests/vllm/" in str(i.fspath) and i.get_closest_marker("vllm") is None}
+    )
+    if unmarked:
+        raise pytest.UsageError(f"tests/vllm modules without `pytestmark = pytest.mark.vllm`: {unmarked}")
     if find_vllm_python() is None:
         skip = pytest.mark.skip(reason="no vLLM venv: run tools/vllm_cpu_env.sh (scripts/setup does)")
         for item in items:
