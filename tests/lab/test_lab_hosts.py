@@ -124,12 +124,7 @@ def bridge_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
 def controller_addresses() -> list[str]:
     """The controller's own IPv4 addresses outside the lab (targets on this machine only)."""
     data = json.loads(subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, check=True).stdout)
-    return [
-        a["local"]
-        for link in data
-        if link["ifname"] not in ("lo", NET.bridge)
-        for a in link.get("addr_info", [])
-    ]
+    return [a["local"] for link in data if link["ifname"] not in ("lo", NET.bridge) for a in link.get("addr_info", [])]
 
 
 def test_no_route_out_but_the_bridge_port_answers(lab: LabState, bridge_server: tuple[str, str]) -> None:
