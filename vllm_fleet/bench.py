@@ -239,6 +239,16 @@ def burst_note(level: Level) -> str | None:
     )
 
 
+def finer_buckets_notes(profile: DecodeProfile, server: dict[str, ServerLatency]) -> list[str]:
+    """One finer-bucket note per bucket family (TPOT shares the ITL family's buckets: the ITL note covers it)."""
+    notes: dict[str, str] = {}
+    for s in server.values():
+        family = BUCKET_FAMILY[s.signal]
+        if family not in notes and (note := finer_buckets_note(profile, s)) is not None:
+            notes[family] = note
+    return list(notes.values())
+
+
 async def _one(client: httpx.AsyncClient, model: str, max_tokens: int) -> StreamTiming:
     """One streamed completion, timed per chunk (a chunk is a data event with a choice, as vLLM's bench counts)."""
     body = {"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "stream": True,
@@ -341,7 +351,7 @@ def sweep(
         level = level_of(profile, p, c, max_tokens, timings, wall)
         level.server = server_latency(profile, after, before)
         level.engine_steps = _engine_steps(profile, after, before)
-        level.notes = [n for s in level.server.values() if (n := finer_buckets_note(profile, s))]
+        level.notes = finer_buckets_notes(profile, level.server)
         if (burst := burst_note(level)) is not None:
             level.notes.append(burst)
         out.levels.append(level)

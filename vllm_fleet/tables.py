@@ -5,8 +5,9 @@ otherwise, and a table wider than that gets its cells cut (``…``) or words fol
 
 - in a file or a pipe (not a terminal), a table is as wide as its content (``$COLUMNS`` when set), drawn in
   Markdown's ``| a | b |`` rather than box-drawing characters, so nothing is cut and it pastes into an issue;
-- a table whose words do not fit the width (a narrow terminal, ``COLUMNS=60``) is printed as one record per row
-  instead (``name``, then ``column  value`` lines), values wrapped, never cut.
+- a table wider than the width (a narrow terminal, ``COLUMNS=60``) wraps its cells between words, each column at
+  least as wide as its longest word; when even those do not fit, it is printed as one record per row instead
+  (``name``, then ``column  value`` lines), values wrapped, never cut.
 """
 
 from __future__ import annotations

@@ -9,7 +9,15 @@ import random
 import numpy as np
 import pytest
 
-from vllm_fleet.bench import Bucket, ServerLatency, StreamTiming, finer_buckets_note, percentile, quantile_bucket
+from vllm_fleet.bench import (
+    Bucket,
+    ServerLatency,
+    StreamTiming,
+    finer_buckets_note,
+    finer_buckets_notes,
+    percentile,
+    quantile_bucket,
+)
 from vllm_fleet.profile_loader import load_profile
 
 ITL_DEFAULTS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0)
@@ -61,3 +69,9 @@ def test_a_release_without_the_flag_says_so() -> None:
     old = load_profile("cpu-lab").model_copy(update={"vllm_version": "0.31.0"})
     note = finer_buckets_note(old, _itl(Bucket(0.0, 0.01)))
     assert note is not None and "vLLM 0.31.0 has no --custom-histogram-buckets: 0.32.0 added it" in note
+
+
+def test_one_note_per_bucket_family() -> None:
+    tpot = ServerLatency("tpot", "vllm:request_time_per_output_token_seconds", 2, 0.004, *[Bucket(0.0, 0.01)] * 2, ())
+    notes = finer_buckets_notes(load_profile("cpu-lab"), {"itl": _itl(Bucket(0.0, 0.01)), "tpot": tpot})
+    assert len(notes) == 1 and notes[0].startswith("server ITL")

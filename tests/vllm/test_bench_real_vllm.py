@@ -93,6 +93,23 @@ def test_client_figures_agree_with_vllm_bench_serve(fine_server: tuple[str, Deco
     assert low < ours.tpot_p50_s <= high, (ours.tpot_p50_s, bucket)
 
 
+def test_with_speculation_tpot_is_the_per_token_time(tmp_path: Path) -> None:
+    # ngram drafting: a step may accept several tokens, and one stream chunk then carries them all.
+    prof = lab_profile(
+        speculative={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1},
+        slo={"min_spec_acceptance_rate": 0.0},
+    )
+    with serve(prof, log=tmp_path / "serve.log") as url:
+        (one,) = sweep(url, prof, [1], max_tokens=64, requests_per_client=1).levels
+    # Measured: 64 tokens in 45 engine ITL observations and 31 chunks. Fewer chunk gaps than tokens after the
+    # first: the chunk gap is no per-token figure; TPOT spreads the same span over the tokens.
+    assert one.server["itl"].observations < one.completion_tokens - 1
+    assert one.itl_gaps < one.completion_tokens - 1
+    span = one.itl_mean_s * one.itl_gaps  # one request: the chunk gaps sum to latency - TTFT
+    assert one.tpot_p50_s * (one.completion_tokens - 1) == pytest.approx(span, rel=1e-3)
+    assert one.server["tpot"].observations == 1
+
+
 def test_cli_prints_buckets_and_plots(fine_server: tuple[str, DecodeProfile], tmp_path: Path) -> None:
     url, prof = fine_server
     path = tmp_path / "p.yaml"
