@@ -233,11 +233,13 @@ def up_cmd(
         stack_name,
         profile_refs={h["name"]: h["profile"] for h in (fleet or {}).get("hosts", [])},
         api_key_file=lab_api_key_file() if api_key else None,
-        # The lab's Prometheus, once `lab_fleet_up` reports one (LabUp.prometheus_url); None: not printed.
-        prometheus_url=getattr(run, "prometheus_url", None),
+        # The lab's Prometheus (LabUp.prometheus_url); None: not started (see monitoring_error).
+        prometheus_url=run.prometheus_url,
     )
     if run.error:
         out.print(f"pulumi up failed:\n{run.error}", markup=False, highlight=False)
+    if run.monitoring_error:
+        err.print(f"the lab's Prometheus did not start: {run.monitoring_error}", markup=False, highlight=False)
     if not lab:
         raise typer.Exit(1 if run.error else 0)
     # The job ends with what the nodes really run: the audit of the lab fleet (reports under out/audit), and
@@ -252,9 +254,9 @@ def up_cmd(
     plan = plan_fleet(fleet)
     result = audit(targets(plan), reports, private_key=key, api_key=api_key)
     _print_rollout(plan, run, reports / "evidence")
-    print_table(Console(width=max(out.width, 160)), result.findings)
+    print_table(out, result.findings)
     out.print(f"audit reports: {reports}/ (audit.html, audit.json, audit.junit.xml, …; evidence/)", markup=False)
-    raise typer.Exit(1 if run.error else result.exit_code)
+    raise typer.Exit(1 if run.error or run.monitoring_error else result.exit_code)
 
 
 def _print_rollout(plan: Any, run: Any, evidence: Path) -> None:
@@ -368,7 +370,7 @@ def audit_cmd(
     if fmt == "json":
         sys.stdout.write(to_json(findings))
     else:
-        print_table(Console(width=max(out.width, 160)), findings, all_checks)
+        print_table(out, findings, all_checks)
         out.print(
             f"reports: {out_dir}/ (audit.html, audit.json, audit.junit.xml, audit.oscal.json, hdf/), "
             f"evidence: {out_dir}/evidence"
