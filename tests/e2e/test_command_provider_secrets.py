@@ -89,6 +89,7 @@ def test_old_stack_moves_its_keys_to_the_provider_without_a_delete(tmp_path: Pat
         converge = json.dumps(resources["node1-converge"])
         assert SECRET_SIG not in converge and "ciphertext" not in converge  # the node's state holds no secret
         assert resources["node1-converge"]["inputs"]["secret_environment"] == {"VLLM_FLEET_API_KEY": "apiKey"}
+        assert set(resources["node1-converge"]["outputs"]) == {"stdout", "stderr"}  # inputs are not echoed
         assert "ciphertext" in json.dumps(resources["commands"]["inputs"]["apiKey"])  # the provider's, encrypted
         assert first not in state, state[max(0, state.find(first) - 700) : state.find(first) + 100]
 
