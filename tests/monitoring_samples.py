@@ -9,11 +9,14 @@ after-load scrape minus the idle one) every minute. A node's *scenario* changes 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.audit_samples import SCRAPED
@@ -234,3 +237,20 @@ def _series(name: str, labels: dict[str, str]) -> str:
 
 def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout_s: float, interval_s: float = 0.5) -> Any:
+    """Poll ``probe`` (a Prometheus or vLLM query) until it returns something truthy; fail with ``what`` and the
+    last value after ``timeout_s``. An HTTP error counts as "not yet"."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except httpx.HTTPError as err:
+            last = err
+        else:
+            if last:
+                return last
+        time.sleep(interval_s)
+    pytest.fail(f"{what} not within {timeout_s:g} s; last: {last!r}"[:3000])

@@ -5,8 +5,7 @@ preemption alert and the config-drift alert, on that node only; `lab down` stops
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 import yaml
 
 from tests.converge.test_rollout_router import _ssh, all_serving
+from tests.monitoring_samples import wait_for
 from vllm_fleet.ansible import PlaybookResult
 from vllm_fleet.fleet import plan_fleet
 from vllm_fleet.lab import config
@@ -31,21 +31,6 @@ SMALL_KV = 2_621_440
 """2.5 MiB: 1,280 tokens of the tiny model's float32 KV (2 KiB a token), enough for one max_model_len (1,024)
 sequence, far too few for 8 sequences of ~460 tokens: the scheduler must preempt."""
 ORIGINAL = "/root/main.yaml.monitoring-test"
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except httpx.HTTPError as err:
-            last = err
-        else:
-            if last:
-                return last
-        time.sleep(1)
-    pytest.fail(f"{what} not within {timeout_s:g} s; last: {last!r}"[:3000])
 
 
 class Prom:

@@ -29,6 +29,7 @@ import httpx
 import pytest
 import yaml
 
+from tests import monitoring_samples as samples
 from vllm_fleet.lab.local_vllm import free_port
 from vllm_fleet.monitoring import MonitoredNode, scopes_of, write_monitoring
 from vllm_fleet.monitoring import series as mseries
@@ -78,19 +79,7 @@ def write(out: Path, node: MonitoredNode) -> None:
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout_s: float = DEADLINE_S) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` and the last value after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except httpx.HTTPError as err:
-            last = err
-        else:
-            if last:
-                return last
-        time.sleep(0.5)
-    pytest.fail(f"{what} not within {timeout_s:g} s; last: {last!r}"[:3000])
+    return samples.wait_for(what, probe, timeout_s)
 
 
 @dataclass
