@@ -16,15 +16,14 @@ from typing import Any
 
 from rich.console import Console
 
-from vllm_fleet.paths import cache_dir
+from vllm_fleet.lab.config import lab_api_key_path
 from vllm_fleet.tables import print_table, table
 
-LAB_API_KEY_FILE = "lab-api-key"
 """The lab key's file name in the cache (``vllm_fleet.lab.fleet.lab_api_key`` writes it)."""
 
 
 def lab_api_key_file() -> Path:
-    return cache_dir() / LAB_API_KEY_FILE
+    return lab_api_key_path()
 
 
 def program() -> str:

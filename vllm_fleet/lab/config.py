@@ -96,6 +96,11 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("VLLM_FLEET_LAB_DIR") or lab_net(env).default_state_dir)
 
 
+def lab_api_key_path() -> Path:
+    """The lab fleet's API key (0600, in the cache; both labs share it): written by ``lab.fleet.lab_api_key``."""
+    return cache_dir() / "lab-api-key"
+
+
 def router_dir(state_dir: Path) -> Path:
     """The lab router's config, pid file and runtime-API socket."""
     return state_dir / "router"

@@ -14,19 +14,20 @@ from typing import Any
 from vllm_fleet.deploy import clear_stale_locks, configure, ensure_engine, stack, up
 from vllm_fleet.fleet import plan_fleet
 from vllm_fleet.fleet_plan import FleetError
+from vllm_fleet.lab.config import lab_api_key_path
 from vllm_fleet.lab.hosts import Log
 from vllm_fleet.lab.prometheus import prometheus_up
 from vllm_fleet.lab.site import site_up
 from vllm_fleet.lab.stack import LAB_PROFILE, lab_fleet
 from vllm_fleet.lab.system import LabError
-from vllm_fleet.paths import cache_dir, project_root
+from vllm_fleet.paths import project_root
 from vllm_fleet.profile_loader import builtin_profile_names
 from vllm_fleet.user_yaml import read_user_yaml
 
 
 def lab_api_key() -> str:
     """The lab fleet's API key, generated once (0600, in the cache); Pulumi keeps it as a secret."""
-    path = cache_dir() / "lab-api-key"
+    path = lab_api_key_path()
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
