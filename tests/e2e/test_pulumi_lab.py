@@ -1,14 +1,18 @@
 """Plain `pulumi up` — the CLI a user types, not the wrapper — with the real engine, on a stack written exactly as
 docs/pulumi.md shows (the fleet in `Pulumi.<stack>.yaml`, a pinned `host_key` per host, the secrets set with
 `pulumi config set --secret`), against the lab: converge + smoke gate per host, no-op re-run, a profile change
-that touches one host, a failing batch that stops the rollout, no secret in state or logs, destroy."""
+that touches one host, `pulumi up` killed with SIGKILL mid-rollout and run again (after `pulumi cancel`), a failing
+batch that stops the rollout, no secret in state or logs, destroy."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ from vllm_fleet.lab.stack import lab_fleet
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = "vllm-main.service"
+JOURNAL = "/var/lib/vllm-fleet/main.rollout.json"
 
 
 def ssh(site: Any, ip: str, command: str) -> str:
@@ -68,6 +73,13 @@ class Cli:
             )
         return proc
 
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """``pulumi <args>`` started, not waited for (to be killed mid-run)."""
+        return subprocess.Popen(
+            ["pulumi", "--non-interactive", *_with_stack(args, self.stack)], cwd=ROOT,
+            env={**os.environ, **self.engine.env()}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+
     def write_fleet(self, fleet: dict[str, Any]) -> None:
         """The fleet as YAML in the stack file, beside what `pulumi stack init` and `config set` wrote."""
         data = yaml.safe_load(self.file.read_text()) or {}
@@ -81,6 +93,46 @@ class Cli:
             return {"failed": 1}
         history = json.loads(self.run("stack", "history", "--json", "--show-secrets=false").stdout)
         return dict(history[0].get("resourceChanges") or {})
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process started under ``pid``, in any session (ansible-runner gives ansible-playbook its own)."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                status = (proc / "status").read_text()
+            except OSError:
+                continue
+            ppid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), 0)
+            children.setdefault(ppid, []).append(int(proc.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def crash(proc: subprocess.Popen[str]) -> None:
+    """The controller dying mid-run: `pulumi` and everything it started stopped at once, then SIGKILLed."""
+    tree = [proc.pid, *descendants(proc.pid)]
+    for pid in tree:  # frozen first, so nothing starts a child between the listing and the kill
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    for pid in [*tree, *(d for p in tree for d in descendants(p))]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def main_pid(site: Any, ip: str) -> str:
+    return ssh(site, ip, f"systemctl show -p MainPID --value {UNIT}").strip()
+
+
+def journal(site: Any, ip: str) -> dict[str, Any]:
+    text = ssh(site, ip, f"cat {JOURNAL} 2>/dev/null || true")
+    return json.loads(text) if text.strip() else {}
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +188,38 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     first_host = site.state.hosts[0]
     assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")
 
-    # 4. A bad profile on the first batch fails the update; the next batch is not touched; the node keeps serving.
+    # 4. `pulumi up` killed with SIGKILL (with everything it started) once the third host runs its new server,
+    #    as a controller crash would: the next `up` is refused by the lock the dead run left, `pulumi cancel`
+    #    removes it, and the `up` after that finishes the rollout without a second restart of that host.
+    third = site.state.hosts[2]
+    pid0 = main_pid(site, third.ip)
+    fleet["hosts"][2]["overrides"] = {"max_num_seqs": 7}
+    cli.write_fleet(fleet)
+    run = cli.start("up", "--yes", "--skip-preview", "--color", "never")
+    deadline, killed = time.monotonic() + 600, {}
+    while time.monotonic() < deadline and run.poll() is None:
+        state = journal(site, third.ip)
+        pid = main_pid(site, third.ip)
+        if state.get("phase") == "restarting" and pid not in ("0", pid0):
+            crash(run)
+            killed = {"pid": pid, "journal": journal(site, third.ip)}
+            break
+        time.sleep(0.3)
+    assert killed, f"the up was never seen restarting {third.name}: {run.communicate()[0][-3000:]}"
+    assert killed["journal"]["phase"] == "restarting"
+    locked = cli.run("up", "--yes", "--skip-preview", "--color", "never", check=False)
+    assert locked.returncode != 0 and "pulumi cancel" in locked.stderr + locked.stdout, locked.stderr[-2000:]
+    assert main_pid(site, third.ip) == killed["pid"]  # the refused run touched nothing
+    cli.run("cancel", "--yes")
+    resumed = cli.up(log)
+    assert resumed.get("update", 0) >= 1, resumed
+    assert main_pid(site, third.ip) == killed["pid"]  # the restart that happened was verified, not repeated
+    after = journal(site, third.ip)
+    assert after["phase"] == "done" and after["target"] == killed["journal"]["target"]
+    assert "max-num-seqs: 7" in ssh(site, third.ip, "cat /etc/vllm/main.yaml")
+    assert set(cli.up(log)) == {"same"}  # state and hosts agree: nothing left pending
+
+    # 5. A bad profile on the first batch fails the update; the next batch is not touched; the node keeps serving.
     before_pid = ssh(site, first_host.ip, f"systemctl show -p MainPID --value {UNIT}").strip()
     fleet["hosts"][0]["overrides"] = {"max_model_len": 4096}  # vLLM's parser accepts it, the model has 2048
     fleet["hosts"][1]["overrides"] = {"max_num_seqs": 5}
@@ -149,7 +232,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     assert ssh(site, first_host.ip, f"systemctl is-active {UNIT}").strip() == "active"
     assert before_pid  # it was serving before
 
-    # 5. No secret in plain text: the state files the backend keeps (current, history, backups) and everything
+    # 6. No secret in plain text: the state files the backend keeps (current, history, backups) and everything
     #    the engine printed or logged, and the stack file in the project.
     state_text = (
         "".join(
@@ -169,7 +252,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
         assert api_key not in haystack
         assert key_body not in haystack
 
-    # 6. Destroy: services stopped and disabled, nothing of the node's config left; disks untouched.
+    # 7. Destroy: services stopped and disabled, nothing of the node's config left; disks untouched.
     fleet["hosts"][0]["overrides"] = {}
     cli.write_fleet(fleet)
     cli.run("destroy", "--yes", "--skip-preview", "--color", "never")
