@@ -219,12 +219,16 @@ def up_cmd(
     ] = "cpu-lab",
 ) -> None:
     """The main job on the local lab: lab hosts + air-gapped mirror up, then `pulumi up`; ends with the nodes."""
+    from vllm_fleet.fleet_plan import FleetError
     from vllm_fleet.lab.fleet import lab_fleet_up
     from vllm_fleet.up_report import lab_api_key_file, print_up_report
 
-    run = lab_fleet_up(
-        hosts, stack_name, profile=profile, log=lambda line: out.print(line, markup=False, highlight=False)
-    )
+    try:
+        run = lab_fleet_up(
+            hosts, stack_name, profile=profile, log=lambda line: out.print(line, markup=False, highlight=False)
+        )
+    except FleetError as e:  # a broken --profile file: said before the stack is configured
+        raise _fail(ValueError(str(e)), 2) from None
     lab = stack_name == "lab"
     fleet, key, api_key = _lab_audit_source() if lab else (None, None, None)
     print_up_report(
@@ -247,11 +251,10 @@ def up_cmd(
     from vllm_fleet.audit import audit
     from vllm_fleet.audit.desired import targets
     from vllm_fleet.audit.report import print_table
-    from vllm_fleet.fleet import plan_fleet
 
     reports = project_root() / "out" / "audit"
     reports.mkdir(parents=True, exist_ok=True)
-    plan = plan_fleet(fleet)
+    plan = run.plan  # the plan the lab's Prometheus was generated from: one plan of the fleet per `up`
     result = audit(targets(plan), reports, private_key=key, api_key=api_key)
     _print_rollout(plan, run, reports / "evidence")
     print_table(out, result.findings)

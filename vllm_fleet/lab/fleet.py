@@ -13,7 +13,7 @@ from typing import Any
 
 from vllm_fleet.deploy import clear_stale_locks, configure, ensure_engine, stack, up
 from vllm_fleet.fleet import plan_fleet
-from vllm_fleet.fleet_plan import FleetError
+from vllm_fleet.fleet_plan import FleetPlan
 from vllm_fleet.lab.config import lab_api_key_path
 from vllm_fleet.lab.hosts import Log
 from vllm_fleet.lab.prometheus import prometheus_up
@@ -43,6 +43,8 @@ class LabUp:
     nodes: list[dict[str, Any]]
     before: dict[str, str]
     """host -> the config hash (12 hex digits) the stack recorded before this run (absent: a new host)."""
+    plan: FleetPlan
+    """The lab fleet's plan, computed once: the lab's Prometheus, the audit and the rollout report all read it."""
     started_at: float
     error: str | None = None
     """Why the update failed (its last lines); None: it succeeded."""
@@ -55,7 +57,8 @@ class LabUp:
 
 def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = LAB_PROFILE, log: Log = print) -> LabUp:
     """Bring the lab up and run `pulumi up` on it with ``profile`` on every host. A failed update is returned
-    (with the nodes of the last good one), not raised: the caller still reports what each host became."""
+    (with the nodes of the last good one), not raised: the caller still reports what each host became. An invalid
+    fleet (a broken profile file) raises ``FleetError`` before the stack is configured."""
     from pulumi import automation as auto
 
     if profile not in builtin_profile_names():
@@ -67,6 +70,7 @@ def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = L
     previous = st.outputs().get("nodes")
     before = {n["host"]: n["config_hash"] for n in (previous.value if previous else []) or []}
     fleet = lab_fleet(site.state, site.model_dir, profile)
+    plan = plan_fleet(fleet)
     configure(
         st,
         fleet,
@@ -82,15 +86,15 @@ def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = L
     except auto.CommandError as err:
         tail = [line for line in str(err).splitlines() if line.strip()][-12:]
         last = list((previous.value if previous else []) or [])
-        return LabUp(last, before, started, "\n".join(tail), time.time() - started)
+        return LabUp(last, before, plan, started, "\n".join(tail), time.time() - started)
     nodes: list[dict[str, Any]] = outputs.get("nodes", [])
     up_wall_s = time.time() - started
     try:  # beside the nodes: Prometheus with what `vllm-fleet monitoring` generates for this very fleet
-        url = prometheus_up(site.state, plan_fleet(fleet))
-    except (LabError, FleetError, OSError, subprocess.SubprocessError) as err:
-        return LabUp(nodes, before, started, None, up_wall_s, monitoring_error=str(err))
+        url = prometheus_up(site.state, plan)
+    except (LabError, OSError, subprocess.SubprocessError) as err:
+        return LabUp(nodes, before, plan, started, None, up_wall_s, monitoring_error=str(err))
     log(f"prometheus: {url} (scraping {len(nodes)} node(s) with the generated rules and alerts)")
-    return LabUp(nodes, before, started, None, up_wall_s, prometheus_url=url)
+    return LabUp(nodes, before, plan, started, None, up_wall_s, prometheus_url=url)
 
 
 def lab_stack_fleet(stack_name: str = "lab") -> dict[str, Any] | None:
