@@ -1,4 +1,5 @@
-"""The one place that runs Ansible: playbooks through ansible-runner, in a private dir (vllm_fleet.private_dir).
+"""The one place that runs Ansible: playbooks through ansible-runner, in a private dir (vllm_fleet.private_dir),
+and ``run_local_playbook`` for a play on the controller itself (the lab's Prometheus).
 
 What reaches Ansible from a profile, a stack config or an inventory is DATA: the inventory and the extra vars
 are YAML files in which every string (keys and values, at any depth) is tagged ``!unsafe``, so Ansible never
@@ -6,6 +7,10 @@ evaluates one as a template; ``TRUSTED_TEMPLATES`` are the only templates we han
 
 One SSH host-key policy: each host's pinned key in a known_hosts file of the run's own, strict checking, no
 other known_hosts. The SSH private key lives in an ssh-agent; the API key in ansible-playbook's environment.
+
+One set of Ansible settings (``ansible_settings``: this venv's ansible-playbook first on PATH, the project's
+ansible.cfg and roles) for every run; ``playbook_env`` adds only ``CALLER_ENV`` and the locale from the caller's
+environment, so a secret an operator's shell holds never reaches a playbook started here.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +47,9 @@ TRUSTED_TEMPLATES: dict[str, _Trusted] = {
     "vllm_service_api_key": _Trusted("{{ lookup('ansible.builtin.env', '" + API_KEY_ENV + "') }}"),
 }
 """The only templates in the extra vars, all of them ours (the API key's only when there is one)."""
+
+CALLER_ENV = ("HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+"""What ``playbook_env`` takes from the caller's environment, with the locale (``LC_*``) and PATH: nothing else."""
 
 RESERVED_VARS = ("vllm_fleet_python",)
 """Extra vars run_playbook sets itself; with ``ansible_*`` (connection, interpreter, become…) refused from callers."""
@@ -186,6 +195,47 @@ def inventory(hosts: list[InventoryHost], group: str = "vllm_nodes") -> Any:
     }
 
 
+def ansible_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The project's Ansible settings, and PATH with this venv's ansible-playbook first: those of every run."""
+    environ = os.environ if environ is None else environ
+    root = project_root()
+    return {
+        # ansible-playbook of this venv, not whatever else is first on PATH.
+        "PATH": f"{Path(sys.executable).parent}:{environ.get('PATH', '/usr/bin:/bin')}",
+        "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(root / "roles"),
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+def playbook_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of an ansible-playbook started here: ``CALLER_ENV`` and ``LC_*`` from ``environ``
+    (default: this process's), then ``ansible_settings``. Nothing else is passed: not a Pulumi passphrase, a cloud
+    token or an API key the operator's shell holds, nor an ``ANSIBLE_*`` setting of theirs."""
+    environ = os.environ if environ is None else environ
+    kept = {name: value for name, value in environ.items() if name in CALLER_ENV or name.startswith("LC_")}
+    return {**kept, **ansible_settings(environ)}
+
+
+def run_local_playbook(
+    playbook: str, inventory_file: Path, *, timeout_s: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run ``playbooks/<playbook>`` with ansible-playbook itself, for hosts ``inventory_file`` reaches without SSH
+    (``ansible_connection: local``), in ``playbook_env`` alone; stdout and stderr captured, the exit code returned."""
+    ansible_playbook = Path(sys.executable).parent / "ansible-playbook"
+    return subprocess.run(
+        [str(ansible_playbook), "-i", str(inventory_file), str(playbook_path(playbook))],
+        cwd=project_root(),
+        env=playbook_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
 def run_playbook(
     playbook: str,
     hosts: list[InventoryHost],
@@ -224,12 +274,7 @@ def run_playbook(
         extra = private.file("extravars.yml", data_yaml({**(extravars or {}), **ours}))
         (private.path / "tmp").mkdir(mode=0o700)
         env = {
-            # ansible-playbook of this venv, not whatever else is first on PATH.
-            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
-            "ANSIBLE_ROLES_PATH": str(root / "roles"),
-            "ANSIBLE_HOST_KEY_CHECKING": "True",
-            "ANSIBLE_NOCOLOR": "1",
+            **ansible_settings(),
             # The controller's scratch files (a `copy: content=` is staged there) and ssh's control sockets.
             "ANSIBLE_LOCAL_TEMP": str(private.path / "tmp"),
             "ANSIBLE_SSH_CONTROL_PATH_DIR": str(private.path / "cp"),

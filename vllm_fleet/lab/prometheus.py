@@ -24,13 +24,12 @@ from pathlib import Path
 
 import httpx
 
-from vllm_fleet.ansible import data_yaml
+from vllm_fleet.ansible import data_yaml, run_local_playbook
 from vllm_fleet.fleet_plan import FleetPlan
 from vllm_fleet.lab import config
 from vllm_fleet.lab.state import LabState
 from vllm_fleet.lab.system import LabError
 from vllm_fleet.monitoring import fleet_nodes, scopes_of, write_monitoring
-from vllm_fleet.paths import project_root
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -71,19 +70,8 @@ def install_config(state: LabState, plan: FleetPlan) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     inventory = base / "inventory.yml"
     inventory.write_text(data_yaml({"all": {"children": {"monitoring": {"hosts": {"lab-controller": host}}}}}))
-    root = project_root()
-    env = {**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    playbook = Path(sys.executable).parent / "ansible-playbook"
-    proc = subprocess.run(
-        [str(playbook), "-i", str(inventory), str(root / "playbooks" / "monitoring.yml")],
-        cwd=root,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    # Only what the play needs reaches it (ansible.playbook_env): none of the secrets `vllm-fleet up` holds.
+    proc = run_local_playbook("monitoring.yml", inventory)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise LabError(f"playbooks/monitoring.yml failed on the controller:\n{tail}")
