@@ -217,16 +217,31 @@ def up_cmd(
             "each drained from the lab's router before its restart (docs/rollouts.md).",
         ),
     ] = "cpu-lab",
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Pulumi's own output on the console too (always in out/pulumi/up-<stack>.log)."
+        ),
+    ] = False,
 ) -> None:
-    """The main job on the local lab: lab hosts + air-gapped mirror up, then `pulumi up`; ends with the nodes."""
+    """The main job on the local lab: lab hosts + air-gapped mirror up, then `pulumi up` with the rollout's live
+    progress (per host: batch, step, elapsed); ends with the nodes, the rollout's report and the audit."""
     from vllm_fleet.fleet_plan import FleetError
     from vllm_fleet.lab.fleet import lab_fleet_up
+    from vllm_fleet.rollout.live import RolloutWatch
     from vllm_fleet.up_report import lab_api_key_file, print_up_report
 
     try:
-        run = lab_fleet_up(
-            hosts, stack_name, profile=profile, log=lambda line: out.print(line, markup=False, highlight=False)
-        )
+        with RolloutWatch(out, project_root() / "out" / "pulumi" / f"up-{stack_name}.log", verbose=verbose) as watch:
+            run = lab_fleet_up(
+                hosts,
+                stack_name,
+                profile=profile,
+                log=lambda line: out.print(line, markup=False, highlight=False),
+                pulumi_log=watch.on_output,
+                on_event=watch.on_event,
+            )
+            watch.finish(stopped=run.error is not None)
     except FleetError as e:  # a broken --profile file: said before the stack is configured
         raise _fail(ValueError(str(e)), 2) from None
     lab = stack_name == "lab"

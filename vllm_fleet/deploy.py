@@ -197,7 +197,10 @@ def clear_stale_locks(engine: Engine, stack_name: str, log: Callable[[str], None
     return locks
 
 
-def up(st: Any, on_output: Callable[[str], None] = print) -> dict[str, Any]:
+def up(
+    st: Any, on_output: Callable[[str], None] = print, on_event: Callable[[Any], None] | None = None
+) -> dict[str, Any]:
+    """`pulumi up`: its text to ``on_output``, its engine events (for the progress display) to ``on_event``."""
     forget_legacy_commands(st, on_output)
-    result = st.up(on_output=on_output, color="never")
+    result = st.up(on_output=on_output, on_event=on_event, color="never")
     return {k: v.value for k, v in result.outputs.items()}

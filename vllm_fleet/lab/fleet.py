@@ -7,6 +7,7 @@ import os
 import secrets
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,19 @@ class LabUp:
     monitoring_error: str | None = None
 
 
-def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = LAB_PROFILE, log: Log = print) -> LabUp:
+def lab_fleet_up(
+    hosts: int | None,
+    stack_name: str = "lab",
+    *,
+    profile: str = LAB_PROFILE,
+    log: Log = print,
+    pulumi_log: Log | None = None,
+    on_event: Callable[[Any], None] | None = None,
+) -> LabUp:
     """Bring the lab up and run `pulumi up` on it with ``profile`` on every host. A failed update is returned
     (with the nodes of the last good one), not raised: the caller still reports what each host became. An invalid
-    fleet (a broken profile file) raises ``FleetError`` before the stack is configured."""
+    fleet (a broken profile file) raises ``FleetError`` before the stack is configured. Pulumi's own output goes to
+    ``pulumi_log`` (default: ``log``), its engine events to ``on_event`` (the progress display)."""
     from pulumi import automation as auto
 
     if profile not in builtin_profile_names():
@@ -82,7 +92,7 @@ def lab_fleet_up(hosts: int | None, stack_name: str = "lab", *, profile: str = L
         st.remove_config("vllm-fleet:knownHostsFile")
     started = time.time()
     try:
-        outputs = up(st, on_output=lambda line: log(line.rstrip("\n")))
+        outputs = up(st, on_output=lambda line: (pulumi_log or log)(line.rstrip("\n")), on_event=on_event)
     except auto.CommandError as err:
         tail = [line for line in str(err).splitlines() if line.strip()][-12:]
         last = list((previous.value if previous else []) or [])

@@ -13,6 +13,7 @@ import pulumi
 from vllm_fleet.digest import json_digest
 from vllm_fleet.fleet_plan import NodeSpec
 from vllm_fleet.pulumi.commands import API_KEY, SSH_KEY, CommandProvider, LocalCommand, RemoteCommand
+from vllm_fleet.pulumi.names import GPU_NODE_TYPE, node_step_name, pause_name
 
 PREFLIGHT = r"""set -eu
 . /etc/os-release
@@ -59,12 +60,12 @@ class GpuNode(pulumi.ComponentResource):
     config_hash: pulumi.Output[str]
 
     def __init__(self, name: str, args: GpuNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("vllm-fleet:index:GpuNode", name, None, opts)
+        super().__init__(GPU_NODE_TYPE, name, None, opts)
         node = args.node
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
 
         self.preflight = RemoteCommand(
-            f"{name}-preflight",
+            node_step_name(name, "preflight"),
             connection={
                 "host": node.address,
                 "port": node.ssh_port,
@@ -112,7 +113,7 @@ class GpuNode(pulumi.ComponentResource):
         python = shlex.quote(sys.executable)
         converge = f"{python} -m vllm_fleet.converge apply"
         self.converge = LocalCommand(
-            f"{name}-converge",
+            node_step_name(name, "converge"),
             create=converge,
             update=converge,
             delete=f"{python} -m vllm_fleet.converge remove",
@@ -127,7 +128,7 @@ class GpuNode(pulumi.ComponentResource):
             # a command's inputs is serialised again at each of the engine's per-step checkpoints.
             target = {"host": {"name": node.name, "address": node.address}, "profile_data": node.profile_data}
             self.smoke = LocalCommand(
-                f"{name}-smoke",
+                node_step_name(name, "smoke"),
                 create=smoke,
                 update=smoke,
                 # The converge's digest: the gate runs again after every converge (and with a new API key).
@@ -173,7 +174,7 @@ def rollout_pause(k: int, seconds: float, batch: list[GpuNode], provider: Comman
     changed (its inputs carry the batch's converge digests), so a no-op ``up`` does not wait."""
     wait = f"{shlex.quote(sys.executable)} -c 'import sys, time; time.sleep(float(sys.argv[1]))' {seconds:g}"
     return LocalCommand(
-        f"rollout-pause-{k}",
+        pause_name(k),
         create=wait,
         update=wait,
         environment={"VLLM_FLEET_BATCH": json_digest([g.inputs_digest for g in batch])},

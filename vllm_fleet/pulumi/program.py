@@ -21,6 +21,7 @@ from vllm_fleet.fleet_source import FILE, INLINE, in_file, stack_fleet
 from vllm_fleet.paths import project_root
 from vllm_fleet.pulumi.commands import CommandProvider
 from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs, api_key_version, rollout_pause
+from vllm_fleet.pulumi.names import RolloutPlan
 from vllm_fleet.pulumi.plan_cache import cached_plan
 from vllm_fleet.pulumi.serving import serving_endpoints
 
@@ -57,7 +58,7 @@ def run() -> None:
     provider = CommandProvider("commands", ssh_private_key=cfg.get_secret("sshPrivateKey"), api_key=api_key)
     key_version = api_key_version(provider, api_key) if api_key is not None else None
     digest = converge_digest()
-    smoke = cfg.get_bool("smoke")
+    smoke = cfg.get_bool("smoke") is not False  # the gate is on unless the stack turns it off
 
     def node(spec: NodeSpec, after: list[pulumi.Resource]) -> GpuNode:
         return GpuNode(
@@ -68,7 +69,7 @@ def run() -> None:
                 api_key_version=key_version,
                 converge_digest=digest,
                 role_vars=fleet.role_vars,
-                smoke=True if smoke is None else smoke,
+                smoke=smoke,
             ),
             opts=pulumi.ResourceOptions(depends_on=after),
         )
@@ -79,6 +80,17 @@ def run() -> None:
     # Serving hosts: the canary, then batch after batch, each waiting for the last one's gate (and the pause).
     previous: list[pulumi.Resource] = []
     batches = fleet.batches(rolling)
+    waves = fleet.provision_waves(new)
+    # The order, for the progress display (vllm_fleet/rollout/progress.py): the engine's events do not carry it.
+    pulumi.log.info(
+        RolloutPlan(
+            batches=[[n.name for n in b] for b in batches],
+            new=[[n.name for n in w] for w in waves],
+            canary=fleet.canary and len(batches) > 1,  # then the first batch is one host
+            smoke=smoke,
+            pause_s=fleet.pause_s,
+        ).message()
+    )
     for k, batch in enumerate(batches):
         nodes = [node(n, previous) for n in batch]
         previous = [g.gate for g in nodes]
@@ -86,7 +98,7 @@ def run() -> None:
             previous = [rollout_pause(k, fleet.pause_s, nodes, provider)]
     # New hosts: nothing to protect, provisioned beside the rollout, provision_parallel at a time.
     wave: list[pulumi.Resource] = []
-    for batch in fleet.provision_waves(new):
+    for batch in waves:
         wave = [node(n, wave).gate for n in batch]
 
     table = [
