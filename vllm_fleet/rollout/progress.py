@@ -239,7 +239,7 @@ def header(p: Progress, now: float) -> str:
         parts[0] += f" (pause after batch {p.pause[0] + 1}: {clock(now - p.pause[1])} of {p.plan.pause_s:g}s)"
     if p.plan.new:
         new = [h for h in hosts if h.group == "new"]
-        parts.append(f"new hosts {sum(h.phase in FINISHED for h in new)}/{len(new)}")
+        parts.append(f"new hosts {sum(h.phase in ('done', 'unchanged') for h in new)}/{len(new)}")
     parts.append(f"hosts done {sum(h.phase in ('done', 'unchanged') for h in hosts)}/{len(hosts)}")
     parts.append(f"failures {sum(h.phase in FAILED for h in hosts)}")
     parts.append(clock(now - p.started_at) if p.started_at is not None else "0s")
