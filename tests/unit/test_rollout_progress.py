@@ -297,6 +297,8 @@ def test_a_run_that_ends_mid_step_leaves_the_host_interrupted() -> None:
     changed = p.finish(30, stopped=True)
     assert phases(p) == {"node1": "interrupted", "node2": "untouched", "node3": "untouched"}
     assert changed == ["", "node1", "node2", "node3"] and p.finish(31, stopped=True) == []
+    # A run that failed before the engine said anything (the lab did not come up): nothing to report.
+    assert Progress().finish(5, stopped=True) == []
 
 
 def test_names_go_both_ways() -> None:

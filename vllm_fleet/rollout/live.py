@@ -1,6 +1,7 @@
 """The rollout's progress on the console while `pulumi up` runs (the state and its text: ``progress.py``).
 
-On a terminal: a live table (rich), redrawn twice a second, left on screen when the run ends. Anywhere else
+On a terminal: a live table (rich), redrawn twice a second from the engine's first event on (what comes before,
+the lab's own set-up, prints as usual), left on screen when the run ends. Anywhere else
 (CI, a pipe, a log file): one line per change, no cursor codes. Pulumi's own output goes to a log file, whose
 path is printed first; ``verbose`` shows it on the console as well (then the progress comes as lines).
 """
@@ -33,14 +34,12 @@ class RolloutWatch:
         self._lock = threading.Lock()
         self._log: IO[str] | None = None
         self._live: Live | None = None
+        self._tty = console.is_terminal and not verbose
 
     def __enter__(self) -> RolloutWatch:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("w", encoding="utf-8")
         self._say(f"pulumi's own output: {self.log_path}")
-        if self.console.is_terminal and not self.verbose:
-            self._live = Live(console=self.console, get_renderable=self._table, refresh_per_second=2)
-            self._live.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -54,7 +53,10 @@ class RolloutWatch:
         """The engine's events (called from the Automation API's reader thread)."""
         with self._lock:
             changed = self.progress.apply(event)
-            lines = [] if self._live is not None else change_lines(self.progress, changed, self.clock())
+            lines = [] if self._tty else change_lines(self.progress, changed, self.clock())
+        if self._tty and self._live is None:
+            self._live = Live(console=self.console, get_renderable=self._table, refresh_per_second=2)
+            self._live.start()
         for line in lines:
             self._say(line)
 
@@ -72,7 +74,7 @@ class RolloutWatch:
         with self._lock:
             now = self.clock()
             changed = self.progress.finish(now, stopped=stopped)
-            lines = [] if self._live is not None else change_lines(self.progress, changed, now)
+            lines = [] if self._tty else change_lines(self.progress, changed, now)
         for line in lines:
             self._say(line)
 

@@ -97,8 +97,9 @@ class Progress:
         return []
 
     def finish(self, at: float, *, stopped: bool) -> list[str]:
-        """The run ended (``stopped``: by a failure); hosts never started are left untouched then."""
-        if self.finished:
+        """The run ended (``stopped``: by a failure); hosts never started are left untouched then. Nothing to say
+        when the engine never sent an event (the run failed before `pulumi up`)."""
+        if self.finished or self.started_at is None:
             return []
         self.finished, self.stopped, self.pause = True, stopped, None
         changed = [ROLLOUT]
