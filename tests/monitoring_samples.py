@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.audit_samples import SCRAPED
 from vllm_fleet.catalog._data import read_yaml
+from vllm_fleet.fleet import merge_overrides
 from vllm_fleet.monitoring import MonitoredNode
 from vllm_fleet.monitoring import series as mseries
 from vllm_fleet.monitoring.signals import release_metrics
@@ -34,7 +35,8 @@ M = release_metrics(VERSION)
 
 
 def profile(name: str, **over: Any) -> DecodeProfile:
-    return DecodeProfile.model_validate({**read_yaml("profiles/cpu-lab.yaml"), **SCRAPED, "name": name, **over})
+    data = merge_overrides(merge_overrides(read_yaml("profiles/cpu-lab.yaml"), SCRAPED), {"name": name, **over})
+    return DecodeProfile.model_validate(data)
 
 
 PROFILES = {

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate the field reference in docs/profiles.md from the DecodeProfile classes' docstrings.
+"""Regenerate the field reference in docs/profiles.md from the DecodeProfile classes' docstrings (the profile,
+then each section in profile order, then the SLOs).
 
 Usage: tools/gen_profile_docs.py [--check]   (--check exits 1 when the file is stale)
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from vllm_fleet.profile import DecodeProfile, SLOs, SpeculativeConfig
+from vllm_fleet.profile import SECTIONS, DecodeProfile, SLOs
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "profiles.md"
 BEGIN, END = "<!-- fields:begin (tools/gen_profile_docs.py) -->", "<!-- fields:end -->"
@@ -35,14 +36,22 @@ def table(model: type[BaseModel]) -> str:
         "|---|---|---|---|",
     ]
     for name, field in model.model_fields.items():
-        default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
+        value = None if field.is_required() else field.get_default(call_default_factory=True)
+        # A section's default is its own fields' defaults (its table below), not one long repr.
+        default = (
+            "required"
+            if field.is_required()
+            else f"{type(value).__name__}()"
+            if isinstance(value, BaseModel)
+            else repr(value)
+        )
         desc = " ".join((field.description or "").split())
         rows.append(f"| `{name}` | `{_type(field.annotation)}` | `{default}` | {desc} |")
     return "\n".join(rows) + "\n"
 
 
 def generate() -> str:
-    return "\n".join(table(m) for m in (DecodeProfile, SpeculativeConfig, SLOs))
+    return "\n".join(table(m) for m in (DecodeProfile, *SECTIONS.values(), SLOs))
 
 
 def main(argv: list[str]) -> int:

@@ -294,8 +294,8 @@ async def _level(
 
 def roofline(profile: DecodeProfile, p: Plan, batch: int, context: int) -> tuple[float, float]:
     """(per-user, aggregate) tokens/s ceiling at ``batch`` sequences of ``context`` tokens."""
-    hw, model = load_hardware(profile.hardware), load_model(profile.model)
-    params = model.total_parameters // profile.tensor_parallel_size
+    hw, model = load_hardware(profile.hardware), load_model(profile.model.model)
+    params = model.total_parameters // profile.parallel.tensor_parallel_size
     t = step_time_s(hw, p.weights_bytes, params, batch, context, p.kv_bytes_per_token, fp8_compute=False)
     return 1 / t, batch / t
 

@@ -53,7 +53,7 @@ def profiles() -> None:
     """List the built-in decode profiles."""
     listing = table("name", "hardware", "model", "vLLM", "description")
     for p in builtin_profiles():
-        listing.add_row(p.name, p.hardware, p.model, p.vllm_version, p.description)
+        listing.add_row(p.name, p.hardware, p.model.model, p.vllm_version, p.description)
     print_table(out, listing)
 
 

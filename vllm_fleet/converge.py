@@ -80,7 +80,7 @@ def smoke_gate(node: dict[str, Any], api_key: str | None) -> int:
     from vllm_fleet.smoke import smoke
 
     profile = DecodeProfile.model_validate(node["profile_data"])
-    url = f"http://{node['host']['address']}:{profile.port}"
+    url = f"http://{node['host']['address']}:{profile.frontend.port}"
     result = smoke(url, profile, timeout_s=300, api_key=api_key)
     for check in result.checks:
         print(f"{check.status:>4} {check.name}: {check.detail}")

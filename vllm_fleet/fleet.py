@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
@@ -19,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from vllm_fleet.catalog import hardware_catalog
 from vllm_fleet.fleet_plan import FleetError, FleetPlan, NodeSpec
 from vllm_fleet.planner import Plan, plan
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile import DecodeProfile, ProfileLayoutWarning, lift_flat_layout
 from vllm_fleet.profile_loader import Problem, ProfileError, load_profile, parse_profile, problems_from_validation
 from vllm_fleet.values import host_key, plain_text, posix_user, ssh_address
 from vllm_fleet.vllm.render import Rendered, config_yaml, render
@@ -50,7 +51,8 @@ class HostSpec(_Strict):
     profile: Annotated[str, AfterValidator(plain_text)] = Field(pattern=r"^[^-]")
     """Built-in profile name or profile YAML path."""
     overrides: dict[str, Any] = Field(default_factory=dict)
-    """Per-host profile fields (``max_num_seqs: 32``), validated like the profile itself."""
+    """Per-host profile fields, in the profile's sections (``scheduler: {max_num_seqs: 32}``), validated like the
+    profile itself; flat keys of the old layout are moved into their sections, with a notice."""
 
 
 class RolloutSpec(_Strict):
@@ -115,7 +117,7 @@ class NodePlan:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.host.address}:{self.profile.port}"
+        return f"http://{self.host.address}:{self.profile.frontend.port}"
 
 
 def _prefixed(prefix: str, problems: list[Problem]) -> list[Problem]:
@@ -148,7 +150,10 @@ def resolve_host(i: int, host: HostSpec) -> tuple[NodePlan | None, list[Problem]
         base = load_profile(host.profile)
     except ProfileError as err:
         return None, _profile_problems(where, err)
-    data = merge_overrides(base.model_dump(exclude_unset=True), host.overrides)
+    overrides, moved = lift_flat_layout(host.overrides)
+    if moved:
+        warnings.warn(ProfileLayoutWarning(f"{where}.overrides", moved), stacklevel=2)
+    data = merge_overrides(base.model_dump(exclude_unset=True), overrides)
     data.setdefault("gpus", host.gpus)
     try:
         profile = parse_profile(data, host.profile)
@@ -175,7 +180,7 @@ def resolve_host(i: int, host: HostSpec) -> tuple[NodePlan | None, list[Problem]
     try:
         result = plan(profile)
     except KeyError as err:  # a model or hardware the catalog does not know, or an unreadable config.json
-        field = "hardware" if "hardware" in str(err.args[0]) else "model"
+        field = "hardware" if "hardware" in str(err.args[0]) else "model.model"
         return None, [*problems, Problem(f"{where}.profile.{field}", str(err.args[0]))]
     problems += [Problem(f"{where}.profile.{f.field}", f.message) for f in result.findings if f.severity == "error"]
     if problems:

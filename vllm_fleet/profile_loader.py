@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from vllm_fleet.catalog._data import list_dir, read_yaml
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile import DecodeProfile, ProfileLayoutWarning, lift_flat_layout, section_of
 from vllm_fleet.user_yaml import InputFileError, read_user_yaml
 from vllm_fleet.values import SECRET_NAMES, engine_arg_name
 from vllm_fleet.vllm import flags, replacements
@@ -40,8 +41,13 @@ def builtin_profile_names() -> list[str]:
     return [name.removesuffix(".yaml") for name in list_dir("profiles") if name.endswith(".yaml")]
 
 
-def _unknown_key_hint(key: str, known: list[str]) -> str:
+def _unknown_key_hint(key: str, known: list[str], where: str) -> str:
     """Why a key is refused, and what to write instead (kubespray-style removed-variable check)."""
+    section = section_of(key)
+    if section is not None and not where:
+        return f"set twice: flat here and as {section}.{key}; keep {section}.{key} and remove this one"
+    if section is not None and section != where:
+        return f"not a {where} field: it belongs in the {section!r} section, as {section}.{key}"
     if key == "api_key":
         try:
             engine_arg_name(key)
@@ -78,7 +84,8 @@ def problems_from_validation(err: ValidationError, root: type[BaseModel] = Decod
         loc = tuple(e["loc"])
         field = ".".join(str(p) for p in loc if p != "[key]") or "(profile)"
         if e["type"] == "extra_forbidden":
-            out.append(Problem(field, _unknown_key_hint(str(loc[-1]), _known_fields(root, loc))))
+            where = str(loc[0]) if len(loc) > 1 else ""
+            out.append(Problem(field, _unknown_key_hint(str(loc[-1]), _known_fields(root, loc), where)))
         elif e["type"] == "missing":
             out.append(Problem(field, "required field is missing: add it"))
         else:
@@ -100,6 +107,9 @@ def _shown(loc: tuple[str | int, ...], value: Any) -> str:
 def parse_profile(data: Any, source: str) -> DecodeProfile:
     if not isinstance(data, dict):
         raise ProfileError(source, [Problem("(profile)", "a profile is a YAML mapping of field: value")])
+    data, moved = lift_flat_layout(data)
+    if moved:
+        warnings.warn(ProfileLayoutWarning(source, moved), stacklevel=2)
     try:
         return DecodeProfile.model_validate(data)
     except ValidationError as err:

@@ -69,7 +69,7 @@ class SmokeResult:
 
 
 def served_name(profile: DecodeProfile) -> str:
-    return profile.served_model_name or profile.serve_model
+    return profile.model.served_model_name or profile.model.serve_model
 
 
 def wait_healthy(client: httpx.Client, deadline: float) -> str | None:

@@ -100,15 +100,15 @@ def _fmt(value: float) -> str:
 
 def cache_config_expectations(profile: DecodeProfile, plan: Plan | None) -> dict[str, str]:
     """`vllm:cache_config_info` labels the profile fixes, as vLLM prints them."""
-    expect: dict[str, str] = {"cache_dtype": profile.kv_cache_dtype}
-    if profile.kv_cache_memory_bytes is None:
-        expect["gpu_memory_utilization"] = _fmt(profile.gpu_memory_utilization)
+    expect: dict[str, str] = {"cache_dtype": profile.cache.kv_cache_dtype}
+    if profile.cache.kv_cache_memory_bytes is None:
+        expect["gpu_memory_utilization"] = _fmt(profile.cache.gpu_memory_utilization)
     else:
-        expect["kv_cache_memory_bytes"] = str(profile.kv_cache_memory_bytes)
-    if profile.block_size is not None:
-        expect["block_size"] = str(profile.block_size)
-    if profile.enable_prefix_caching is not None:
-        expect["enable_prefix_caching"] = str(profile.enable_prefix_caching)
+        expect["kv_cache_memory_bytes"] = str(profile.cache.kv_cache_memory_bytes)
+    if profile.cache.block_size is not None:
+        expect["block_size"] = str(profile.cache.block_size)
+    if profile.cache.enable_prefix_caching is not None:
+        expect["enable_prefix_caching"] = str(profile.cache.enable_prefix_caching)
     return expect
 
 

@@ -115,7 +115,8 @@ def test_a_host_cut_off_mid_rollout_stops_it(serving_lab: Any) -> None:
     site = serving_lab
     first, second, third = site.state.hosts
     before = snapshot(site)
-    new = lab_profile().model_copy(update={"max_num_seqs": 6})
+    lab = lab_profile()
+    new = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_seqs": 6})})
     cut: dict[str, float] = {}
 
     def unplug_second_while_first_restarts() -> None:

@@ -83,7 +83,8 @@ def test_rollout_behind_the_router_drops_no_request(first_converge: PlaybookResu
     all_serving(site)
     hosts = {h.name: _ssh(site, h) for h in site.state.hosts}
     before = {name: main_pid(h) for name, h in hosts.items()}
-    new = load_profile("cpu-lab").model_copy(update={"max_num_seqs": 6})
+    lab = load_profile("cpu-lab")
+    new = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_seqs": 6})})
     with LoadClient(site.router_url, "tiny-llama-lab") as load:
         result = converge(site, "rollout.yml", vllm_config=render(new).config)
     assert result.ok, result.stats
@@ -106,7 +107,8 @@ def test_rollout_killed_after_a_restart_resumes_without_restarting_twice(
     first = site.state.hosts[0]
     h = _ssh(site, first)
     pid0 = main_pid(h)
-    new = load_profile("cpu-lab").model_copy(update={"max_num_seqs": 5})
+    lab = load_profile("cpu-lab")
+    new = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_seqs": 5})})
     killed: dict[str, Any] = {}
 
     def kill_after_restart() -> None:

@@ -62,13 +62,13 @@ def test_vllm_node_serves(first_converge: PlaybookResult, site: Any) -> None:
         h = host(site, state_host.name)
         svc = h.service(UNIT)
         assert svc.is_enabled and svc.is_running
-        assert h.socket(f"tcp://0.0.0.0:{prof.port}").is_listening
+        assert h.socket(f"tcp://0.0.0.0:{prof.frontend.port}").is_listening
         cfg = h.file("/etc/vllm/main.yaml")
         assert cfg.exists and cfg.user == "root" and not cfg.mode & 0o007
         assert h.user("vllm").shell in ("/usr/sbin/nologin", "/bin/false")
-        url = f"http://{state_host.ip}:{prof.port}"
+        url = f"http://{state_host.ip}:{prof.frontend.port}"
         assert httpx.get(f"{url}/health", timeout=10).status_code == 200
-        body = {"model": prof.served_model_name, "prompt": "Once upon a time in a lab", "max_tokens": 8}
+        body = {"model": prof.model.served_model_name, "prompt": "Once upon a time in a lab", "max_tokens": 8}
         r = httpx.post(f"{url}/v1/completions", json=body, timeout=60)
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 8
         assert "vllm:cache_config_info" in httpx.get(f"{url}/metrics", timeout=10).text
@@ -77,7 +77,7 @@ def test_vllm_node_serves(first_converge: PlaybookResult, site: Any) -> None:
 def test_smoke_gate_passes_on_each_node(first_converge: PlaybookResult, site: Any) -> None:
     prof = load_profile("cpu-lab")
     for h in site.state.hosts:
-        result = smoke(f"http://{h.ip}:{prof.port}", prof, timeout_s=60)
+        result = smoke(f"http://{h.ip}:{prof.frontend.port}", prof, timeout_s=60)
         assert result.exit_code == 0, [c for c in result.checks if c.status != "pass"]
 
 

@@ -67,7 +67,7 @@ def test_preview_refuses_what_validate_refuses_with_the_same_words(tmp_path: Pat
     work = project_copy(tmp_path)
     stack = yaml.safe_load((work / "Pulumi.example.yaml").read_text())
     fleet = stack["config"]["vllm-fleet:fleet"]
-    fleet["hosts"][0]["overrides"]["served_model_name"] = "{{ lookup('pipe','id -un') }}-X"
+    fleet["hosts"][0]["overrides"]["model"] = {"served_model_name": "{{ lookup('pipe','id -un') }}-X"}
     fleet["hosts"][1]["address"] = "-oProxyCommand=touch /tmp/pwned"
     fleet["hosts"][2]["ssh_user"] = "root -oProxyCommand=x"
     fleet["role_vars"]["vllm_service_environment"] = {"NOTE": "a\nExecStartPre=+/bin/sh -c id"}

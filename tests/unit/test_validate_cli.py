@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from vllm_fleet.cli import app
+from vllm_fleet.fleet import merge_overrides
 
 runner = CliRunner()
 BASE = "rtx4090-qwen2.5-7b-awq-fp8kv"
@@ -31,21 +32,28 @@ def test_builtin_profiles_validate(data_dir: Path) -> None:
 
 
 BAD_CASES: list[tuple[str, dict[str, Any], str, list[str]]] = [
-    ("out-of-range", {"gpu_memory_utilization": 1.2}, "gpu_memory_utilization", ["less than or equal to 1"]),
-    ("above-095", {"gpu_memory_utilization": 0.97}, "gpu_memory_utilization", ["at most 0.95"]),
-    ("unknown-key", {"max_num_seq": 8}, "max_num_seq", ["did you mean 'max_num_seqs'"]),
+    (
+        "out-of-range",
+        {"cache": {"gpu_memory_utilization": 1.2}},
+        "cache.gpu_memory_utilization",
+        ["less than or equal to 1"],
+    ),
+    ("above-095", {"cache": {"gpu_memory_utilization": 0.97}}, "cache.gpu_memory_utilization", ["at most 0.95"]),
+    ("unknown-key", {"scheduler": {"max_num_seq": 8}}, "scheduler.max_num_seq", ["did you mean 'max_num_seqs'"]),
+    ("wrong-section", {"cache": {"max_num_seqs": 8}}, "cache.max_num_seqs", ["as scheduler.max_num_seqs"]),
+    ("engine-arg-in-section", {"cache": {"max_logprobs": 5}}, "cache.max_logprobs", ["extra_args"]),
     (
         "old-spec-flag",
         {"speculative_model": "Qwen/Qwen2.5-0.5B-Instruct"},
         "speculative_model",
         ["removed --speculative-model in 0.8.3", "speculative"],
     ),
-    ("swap-space", {"swap_space": 0}, "swap_space", ["removed in 0.18.0", "recomputes"]),
-    ("kv-scales", {"calculate_kv_scales": True}, "calculate_kv_scales", ["removed in 0.28.0"]),
+    ("swap-space", {"cache": {"swap_space": 0}}, "cache.swap_space", ["removed in 0.18.0", "recomputes"]),
+    ("kv-scales", {"cache": {"calculate_kv_scales": True}}, "cache.calculate_kv_scales", ["removed in 0.28.0"]),
     (
         "limits",
-        {"max_num_seqs": 64, "max_num_batched_tokens": 32},
-        "max_num_batched_tokens",
+        {"scheduler": {"max_num_seqs": 64, "max_num_batched_tokens": 32}},
+        "scheduler.max_num_batched_tokens",
         ["raise it to at least 64"],
     ),
     (
@@ -55,9 +63,9 @@ BAD_CASES: list[tuple[str, dict[str, Any], str, list[str]]] = [
         ["nothing is left for the KV cache"],
     ),
     ("spec-no-model", {"speculative": {"method": "eagle3"}}, "speculative", ["needs `model`"]),
-    ("bad-choice", {"kv_cache_dtype": "int4"}, "kv_cache_dtype", ["'auto'", "'fp8'"]),
+    ("bad-choice", {"cache": {"kv_cache_dtype": "int4"}}, "cache.kv_cache_dtype", ["'auto'", "'fp8'"]),
     ("unknown-hw", {"hardware": "rtx9090"}, "hardware", ["rtx4090"]),
-    ("too-long", {"max_model_len": 65536}, "max_model_len", ["max_position_embeddings"]),
+    ("too-long", {"model": {"max_model_len": 65536}}, "model.max_model_len", ["max_position_embeddings"]),
     ("no-version", {"vllm_version": None}, "vllm_version", []),
     ("unreleased", {"vllm_version": "9.9.9"}, "vllm_version", ["0.8.2"]),
     (
@@ -66,7 +74,7 @@ BAD_CASES: list[tuple[str, dict[str, Any], str, list[str]]] = [
         "extra_args.disable_log_requests",
         ["removed in 0.17.0"],
     ),
-    ("extra-arg-dup", {"extra_args": {"swap_space": 4}}, "extra_args.swap_space", ["profile field"]),
+    ("extra-arg-dup", {"extra_args": {"swap_space": 4}}, "extra_args.swap_space", ["as cache.swap_space"]),
 ]
 
 
@@ -79,7 +87,7 @@ def test_bad_profile_names_field_and_fix(
     builtin_data: Callable[[str], dict[str, Any]],
     write_profile: Callable[[str, Any], Path],
 ) -> None:
-    data = {**builtin_data(BASE), **change}
+    data = merge_overrides(builtin_data(BASE), change)
     data = {k: v for k, v in data.items() if v is not None}
     path = write_profile(name, data)
     code, output = validate(path)

@@ -159,7 +159,7 @@ def prom(healthy_server: tuple[str, DecodeProfile], tmp_path_factory: pytest.Tem
         wait_for("Prometheus ready", ready)
         wait_for("the vLLM target scraped and up", lambda: p.query(f'up{{job="{mseries.JOB}", host="{HOST}"}} == 1'))
         # Load after the first scrape, so every counter and histogram moves inside the rate windows.
-        complete(url, prof.served_model_name or prof.serve_model, n=8)
+        complete(url, prof.model.served_model_name or prof.model.serve_model, n=8)
         wait_for(
             "tokens/s recorded from the load",
             lambda: [s for s in p.query(mseries.GENERATION_TOKENS_RATE) if float(s["value"][1]) > 0],
@@ -302,9 +302,10 @@ def test_config_drift_quiet_for_the_desired_config_and_pending_when_it_differs(p
     assert prom.query(f'vllm:cache_config_info{{host="{HOST}"}}'), "no cache_config_info scraped: vacuous"
     assert drift_state(prom) == []
 
-    kv = prom.profile.kv_cache_memory_bytes
+    kv = prom.profile.cache.kv_cache_memory_bytes
     assert kv is not None
-    edited = prom.profile.model_copy(update={"kv_cache_memory_bytes": 2 * kv})
+    cache = prom.profile.cache.model_copy(update={"kv_cache_memory_bytes": 2 * kv})
+    edited = prom.profile.model_copy(update={"cache": cache})
     try:
         write(prom.out, node_for(prom.vllm_url, edited))
         prom.reload()

@@ -33,7 +33,7 @@ def test_healthy_profile_passes(healthy_server: tuple[str, DecodeProfile]) -> No
 
 def test_cache_flag_differing_from_profile_is_caught(healthy_server: tuple[str, DecodeProfile]) -> None:
     url, prof = healthy_server
-    other = prof.model_copy(update={"enable_prefix_caching": False})
+    other = prof.model_copy(update={"cache": prof.cache.model_copy(update={"enable_prefix_caching": False})})
     result = smoke(url, other, timeout_s=30, requests=1)
     assert result.exit_code == 1
     detail = next(c.detail for c in result.checks if c.name == "cache_config")

@@ -8,6 +8,7 @@ from typing import Any
 from vllm_fleet.audit.collect import Target
 from vllm_fleet.audit.evidence import Desired
 from vllm_fleet.fleet_plan import FleetPlan, NodeSpec
+from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.vllm.render import config_text
 
 
@@ -36,7 +37,7 @@ def desired_for(node: NodeSpec, role_vars: dict[str, Any]) -> Desired:
         unit_lkg_path=f"{config_dir}/{instance}.service.lkg",
         journal_path=f"/var/lib/vllm-fleet/{instance}.rollout.json",
         venv=str(v.get("vllm_service_venv") or v.get("vllm_venv") or "/opt/vllm"),
-        port=int(node.profile_data.get("port", 8000)),
+        port=DecodeProfile.model_validate(node.profile_data).frontend.port,
         driver_version=str(v["nvidia_driver_version"]) if driver and v.get("nvidia_driver_version") else None,
         cuda_version=str(v["cuda_toolkit_version"]) if cuda and v.get("cuda_toolkit_version") else None,
     )

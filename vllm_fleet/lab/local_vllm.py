@@ -55,7 +55,9 @@ def free_port() -> int:
 
 
 def local_profile(profile: DecodeProfile, model_dir: Path, port: int) -> DecodeProfile:
-    return profile.model_copy(update={"model_path": str(model_dir), "host": "127.0.0.1", "port": port})
+    model = profile.model.model_copy(update={"path": str(model_dir)})
+    frontend = profile.frontend.model_copy(update={"host": "127.0.0.1", "port": port})
+    return profile.model_copy(update={"model": model, "frontend": frontend})
 
 
 @contextmanager
@@ -73,7 +75,7 @@ def serve(
     out = log.open("w") if log else subprocess.DEVNULL
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{prof.port}"
+    url = f"http://127.0.0.1:{prof.frontend.port}"
     try:
         deadline = time.monotonic() + timeout_s
         while True:

@@ -22,6 +22,6 @@ def desired_labels(profile: DecodeProfile, metrics: ReleaseMetrics) -> tuple[dic
         if key not in exposed:
             unseen.append(key)
             continue
-        field = getattr(profile, key, None)
+        field = getattr(profile.cache, key, None)
         desired[key] = str(field) if isinstance(field, float) else value
     return dict(sorted(desired.items())), sorted(unseen)

@@ -15,12 +15,11 @@ from typing import Any
 import yaml
 
 from vllm_fleet.catalog import hardware_catalog, model_catalog
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile import DecodeProfile, section_of
 from vllm_fleet.profile_loader import Problem, ProfileError, parse_profile
 from vllm_fleet.vllm import flags, replacements
-from vllm_fleet.vllm.render import FIELD_TO_ARG, render
+from vllm_fleet.vllm.render import render
 
-_ARG_TO_FIELD = {dest: fld for fld, dest in FIELD_TO_ARG.items() if fld != "speculative"}
 _SPEC_FLAGS = {
     "speculative_model": "model",
     "num_speculative_tokens": "num_speculative_tokens",
@@ -128,7 +127,7 @@ def migrate(command: str, vllm_version: str, hardware: str, name: str | None = N
         "name": name or re.sub(r"[^a-z0-9._-]+", "-", f"{hardware}-{model.split('/')[-1]}".lower()),
         "hardware": hardware,
         "vllm_version": vllm_version,
-        "model": model,
+        "model": {"model": model},
     }
     spec: dict[str, Any] = {}
     extra: dict[str, Any] = {}
@@ -138,13 +137,13 @@ def migrate(command: str, vllm_version: str, hardware: str, name: str | None = N
             notes.append(f"--{dest.replace('_', '-')} -> speculative.{_SPEC_FLAGS[dest]}")
         elif dest == "speculative_config":
             spec.update(value)
-        elif dest in _ARG_TO_FIELD and flags.arg_spec(vllm_version, dest) is None and flags.removed_in(dest):
+        elif section_of(dest) and flags.arg_spec(vllm_version, dest) is None and flags.removed_in(dest):
             notes.append(
                 f"dropped --{dest.replace('_', '-')} {value}: removed in vLLM {flags.removed_in(dest)}; "
                 f"{replacements.instead(dest) or 'no replacement'}"
             )
-        elif dest in _ARG_TO_FIELD:
-            data[_ARG_TO_FIELD[dest]] = value
+        elif (section := section_of(dest)) is not None:
+            data.setdefault(section, {})[dest] = value
         else:
             extra[dest] = value
     if spec:

@@ -1,8 +1,9 @@
 """Render a decode profile into what one pinned vLLM version accepts: argv, a ``--config`` YAML, env.
 
 Every argument is looked up in the flag table for that version (``data/engine_args.json``, extracted from the
-releases). A profile field the version lacks is a problem naming the release that removed it and what to use
-instead; nothing is emitted from memory.
+releases): a profile section's field names are vLLM's dests, so the flag's spelling, kind and accepted values
+all come from the table. A field the version lacks (vLLM removed or renamed it) is a problem naming the release
+that removed it and what to use instead; nothing is emitted from memory.
 """
 
 from __future__ import annotations
@@ -15,39 +16,42 @@ from typing import Any
 import jinja2
 
 from vllm_fleet.paths import templates_dir
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile import SECTIONS, DecodeProfile, SpeculativeConfig, section_of
 from vllm_fleet.profile_loader import Problem, ProfileError
 from vllm_fleet.vllm import flags, replacements
 
-# Profile field -> vLLM engine-argument dest, in the order they are rendered.
-FIELD_TO_ARG: dict[str, str] = {
-    "served_model_name": "served_model_name",
-    "host": "host",
-    "port": "port",
-    "dtype": "dtype",
-    "quantization": "quantization",
-    "tensor_parallel_size": "tensor_parallel_size",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "calculate_kv_scales": "calculate_kv_scales",
-    "swap_space": "swap_space",
-    "block_size": "block_size",
-    "max_model_len": "max_model_len",
-    "max_num_seqs": "max_num_seqs",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "enable_chunked_prefill": "enable_chunked_prefill",
-    "enable_prefix_caching": "enable_prefix_caching",
-    "enforce_eager": "enforce_eager",
-    "speculative": "speculative_config",
-    "shutdown_timeout": "shutdown_timeout",
-}
+ARGV_ORDER = (
+    "served_model_name",
+    "host",
+    "port",
+    "dtype",
+    "quantization",
+    "tensor_parallel_size",
+    "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
+    "kv_cache_dtype",
+    "calculate_kv_scales",
+    "swap_space",
+    "block_size",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "enforce_eager",
+    "speculative_config",
+    "shutdown_timeout",
+)
+"""The order flags have been rendered in since before the profile sections: kept, so a deployed node's argv and
+config file stay byte-identical (a reorder would restart every server for nothing). Only the order: the flags
+themselves come from the profile's sections, whose field names are the dests. A dest not listed here (a new
+section field) follows, in section order."""
 
 DEFAULT_SHUTDOWN_TIMEOUT = 60
 """Seconds in-flight requests get on SIGTERM when the profile does not say (releases with --shutdown-timeout)."""
 
 # Values that equal vLLM's own default are still rendered (explicit beats implicit in an audit), except these
-# fields, whose "unset" value means "let vLLM decide".
+# dests, whose "unset" value means "let vLLM decide".
 _UNSET_MEANS_DEFAULT = {"enforce_eager": False, "dtype": "auto", "kv_cache_dtype": "auto"}
 
 
@@ -65,37 +69,32 @@ class Rendered:
     """The ``vllm serve --config`` mapping: dashed flag names -> values, ``model`` first."""
 
 
-def speculative_config(profile: DecodeProfile) -> dict[str, Any] | None:
-    spec = profile.speculative
-    if spec is None:
-        return None
-    out: dict[str, Any] = {"method": spec.method}
-    if spec.model:
-        out["model"] = spec.model
-    out["num_speculative_tokens"] = spec.num_speculative_tokens
-    if spec.draft_tensor_parallel_size is not None:
-        out["draft_tensor_parallel_size"] = spec.draft_tensor_parallel_size
-    if spec.prompt_lookup_max is not None:
-        out["prompt_lookup_max"] = spec.prompt_lookup_max
-    if spec.prompt_lookup_min is not None:
-        out["prompt_lookup_min"] = spec.prompt_lookup_min
-    if spec.use_heterogeneous_vocab is not None:
-        out["use_heterogeneous_vocab"] = spec.use_heterogeneous_vocab
-    return out
+def section_args(profile: DecodeProfile) -> dict[str, tuple[str, Any]]:
+    """dest -> (profile field path, value) for every flag the profile's sections set, in :data:`ARGV_ORDER`."""
+    out: dict[str, tuple[str, Any]] = {}
+    for name in SECTIONS:
+        section = getattr(profile, name)
+        if section is None:
+            continue
+        for dest, value in section.flag_values().items():
+            if value is None or _UNSET_MEANS_DEFAULT.get(dest, object()) == value:
+                continue
+            out[dest] = (name if dest == SpeculativeConfig.dest else f"{name}.{dest}", value)
+    rank = {dest: i for i, dest in enumerate(ARGV_ORDER)}
+    return dict(sorted(out.items(), key=lambda item: rank.get(item[0], len(rank))))
 
 
 def profile_args(profile: DecodeProfile) -> tuple[dict[str, tuple[str, Any]], list[Problem]]:
-    """dest -> (profile field, value) for every argument the profile sets."""
-    out: dict[str, tuple[str, Any]] = {}
-    for field, dest in FIELD_TO_ARG.items():
-        value = speculative_config(profile) if field == "speculative" else getattr(profile, field)
-        if value is None or _UNSET_MEANS_DEFAULT.get(field, object()) == value:
-            continue
-        out[dest] = (field, value)
+    """dest -> (profile field path, value) for every argument the profile sets: its sections, then extra_args."""
+    out = section_args(profile)
     problems: list[Problem] = []
     for dest, value in profile.extra_args.items():
-        if dest in out or dest in FIELD_TO_ARG:
-            problems.append(Problem(f"extra_args.{dest}", f"set it with the profile field {dest!r} instead"))
+        section = section_of(dest)
+        if section is not None:
+            problems.append(Problem(f"extra_args.{dest}", f"set it in the profile as {section}.{dest} instead"))
+            continue
+        if dest == SpeculativeConfig.dest:
+            problems.append(Problem(f"extra_args.{dest}", "set it as the profile's `speculative` section instead"))
             continue
         out[dest] = (f"extra_args.{dest}", value)
     return out, problems
@@ -159,10 +158,10 @@ def render(profile: DecodeProfile, vllm_version: str | None = None) -> Rendered:
         raise ProfileError(profile.name, [Problem("vllm_version", str(err))]) from None
     wanted, problems = profile_args(profile)
     if "shutdown_timeout" not in wanted and "shutdown_timeout" in table:
-        wanted["shutdown_timeout"] = ("shutdown_timeout", DEFAULT_SHUTDOWN_TIMEOUT)  # vLLM's 0 aborts requests
+        wanted["shutdown_timeout"] = ("frontend.shutdown_timeout", DEFAULT_SHUTDOWN_TIMEOUT)  # vLLM's 0 aborts requests
     args: dict[str, Any] = {}
-    argv: list[str] = [profile.serve_model]
-    config: dict[str, Any] = {"model": profile.serve_model}
+    argv: list[str] = [profile.model.serve_model]
+    config: dict[str, Any] = {"model": profile.model.serve_model}
     for dest, (field, value) in wanted.items():
         spec = table.get(dest)
         if spec is None:
@@ -177,7 +176,7 @@ def render(profile: DecodeProfile, vllm_version: str | None = None) -> Rendered:
         config.update(_config_items(spec, value))
     if problems:
         raise ProfileError(profile.name, problems)
-    return Rendered(vllm_version=version, model=profile.serve_model, args=args, argv=argv, config=config)
+    return Rendered(vllm_version=version, model=profile.model.serve_model, args=args, argv=argv, config=config)
 
 
 # -- text outputs: the ONE template shared with the Ansible role ----------------------------------------------
