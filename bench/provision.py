@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Provisioning bare hosts with `pulumi up`, on the main job's lab network (root; it brings its own 4-host lab up
+and takes it down at the end: run `./scripts/up` afterwards for the main job's lab).
+
+    sudo .venv/bin/python bench/provision.py
+
+1. **One bare host**: `pulumi up` of a stack holding only that host (the whole first converge: stand-in driver and
+   toolkit packages, vLLM from the mirror, the model, the unit, the smoke gate). Then, on that host, its
+   unavoidable parts, timed in the same run: the same wheels (`pip freeze` of its vLLM venv) installed from the
+   mirror into a fresh venv, and a restart of its vLLM until `/health` answers. Prints first converge / parts
+   (goal <= 1.5).
+2. **Three bare hosts** in one stack: new hosts have nothing to protect and are provisioned at once
+   (`rollout.provision_parallel`, default 4), not in rollout batches. Prints their `pulumi up` wall / one host's
+   (goal <= 2 on a 2-core machine).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("VLLM_FLEET_LAB_NET", "main")
+
+from vllm_fleet.deploy import configure, ensure_engine, stack, up
+from vllm_fleet.lab.fleet import lab_api_key
+from vllm_fleet.lab.site import Site, site_down, site_up
+from vllm_fleet.lab.ssh import ssh_argv
+from vllm_fleet.lab.stack import lab_fleet
+from vllm_fleet.paths import project_root
+
+UNIT = "vllm-main.service"
+VENV = "/opt/vllm"
+
+
+def quiet(_line: str) -> None:
+    pass
+
+
+def on_host(site: Site, ip: str, script: str, timeout: float = 1800) -> str:
+    argv = ssh_argv(ip, Path(site.state.ssh_key), Path(site.state.known_hosts), script)
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=timeout).stdout
+
+
+def timed_up(site: Site, engine: Any, names: list[str]) -> float:
+    """`pulumi up` of a fresh stack holding these lab hosts; its wall time. The stack is removed afterwards (its
+    hosts go down with the lab)."""
+    fleet = lab_fleet(site.state, site.model_dir)
+    fleet["hosts"] = [h for h in fleet["hosts"] if h["name"] in names]
+    name = f"bench-provision-{secrets.token_hex(3)}"
+    st = stack(engine, name)
+    try:
+        configure(st, fleet, Path(site.state.ssh_key).read_text(), lab_api_key())
+        start = time.monotonic()
+        up(st, on_output=quiet)
+        return time.monotonic() - start
+    finally:
+        st.workspace.remove_stack(name, force=True)
+        (project_root() / f"Pulumi.{name}.yaml").unlink(missing_ok=True)
+
+
+def pip_part(site: Site, ip: str, role_vars: dict[str, Any]) -> float:
+    """The same wheels as the host's vLLM venv, from the mirror into a fresh venv (no dependency resolution: the
+    set is the converged one): the network and unpacking a first converge cannot avoid."""
+    url, extra = role_vars.get("vllm_pip_index_url", ""), role_vars.get("vllm_pip_extra_args", [])
+    index = shlex.join([*(["--index-url", url] if url else []), *extra])  # the role's own index arguments
+    script = (
+        f"set -e; rm -rf /tmp/bench-venv; {VENV}/bin/pip freeze --exclude-editable | grep -v '^vllm==' "
+        f"> /tmp/bench-req.txt; python3 -m venv /tmp/bench-venv; s=$(date +%s.%N); "
+        f"/tmp/bench-venv/bin/pip install -q --no-deps {index} -r /tmp/bench-req.txt; e=$(date +%s.%N); "
+        f"rm -rf /tmp/bench-venv /tmp/bench-req.txt; echo $s $e"
+    )
+    start, end = on_host(site, ip, script).split()
+    return float(end) - float(start)
+
+
+def start_part(site: Site, ip: str) -> float:
+    """vLLM's own start, timed on the host: restart until /health answers 200."""
+    script = (
+        f"s=$(date +%s.%N); systemctl restart {UNIT}; "
+        "until curl -fsS -o /dev/null http://127.0.0.1:8000/health; do sleep 0.2; done; "
+        "e=$(date +%s.%N); echo $s $e"
+    )
+    start, end = on_host(site, ip, script, timeout=600).split()
+    return float(end) - float(start)
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        raise SystemExit("bench/provision.py needs root (the nspawn lab)")
+    site_down(log=quiet)
+    site = site_up(4, log=quiet)
+    try:
+        engine = ensure_engine(quiet)
+        hosts = [h.name for h in site.state.hosts]
+        one = timed_up(site, engine, hosts[:1])
+        first = site.state.hosts[0]
+        role_vars = lab_fleet(site.state, site.model_dir)["role_vars"]
+        pip_s, start_s = pip_part(site, first.ip, role_vars), start_part(site, first.ip)
+        three = timed_up(site, engine, hosts[1:4])
+    finally:
+        site_down(log=quiet)
+    parts = pip_s + start_s
+    print(f"one bare host, `pulumi up`:            {one:7.1f} s")
+    print(f"  its pip install (same wheels, mirror): {pip_s:7.1f} s")
+    print(f"  its vLLM start to /health:            {start_s:7.1f} s")
+    print(f"  first converge / unavoidable parts:   {one / parts:7.2f}  (goal <= 1.5)")
+    print(f"three bare hosts, one `pulumi up`:      {three:7.1f} s")
+    print(f"  three / one:                          {three / one:7.2f}  (goal <= 2.0, on {os.cpu_count()} cores)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
