@@ -129,6 +129,28 @@ def test_every_section_field_is_a_vllm_argument_found_by_the_table() -> None:
     assert flags.ever_known(SpeculativeConfig.dest)
 
 
+VLLM_GROUPS = {"speculative": {"SpeculativeConfig", "VllmConfig"}, "frontend": {"Frontend"}}
+"""vLLM's argument group of each section whose class is not named as the group (the others: ModelConfig...)."""
+
+
+def test_each_section_follows_the_vllm_config_group_of_its_fields() -> None:
+    """vLLM's parser puts each argument in a group named after its config class; the table records it, so a field
+    vLLM moves to another config (a section that no longer matches vLLM's) is found here, for every release."""
+    checked = 0
+    for name, model in SECTIONS.items():
+        want = VLLM_GROUPS.get(name, {model.__name__})
+        flag_fields = [d for d in model.model_fields if d not in model.not_flags]
+        dests = [SpeculativeConfig.dest] if model is SpeculativeConfig else flag_fields
+        for dest in dests:
+            for version in flags.present_in(dest):
+                spec = flags.arg_spec(version, dest)
+                assert spec is not None
+                if spec.group is not None:  # before 0.8.5 vLLM's groups had no config names
+                    assert spec.group in want, (name, dest, version, spec.group)
+                    checked += 1
+    assert checked > 500  # the groups are really there: ~20 dests over ~45 releases
+
+
 def test_a_dest_the_pinned_release_lacks_is_a_problem_naming_the_section_field_and_release() -> None:
     data = yaml.safe_load((ROOT / "vllm_fleet/catalog/profiles/cpu-lab.yaml").read_text())
     data["cache"]["swap_space"] = 4

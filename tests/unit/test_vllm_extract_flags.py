@@ -153,6 +153,26 @@ def test_statements_loops_branches_and_calls_into_helpers() -> None:
     assert sink[-1]["kwargs"]["choices"] == [1, 2]
 
 
+def test_argument_groups_are_recorded_by_their_title() -> None:
+    code = """
+        def build(parser):
+            parser.add_argument("--top")
+            cache = parser.add_argument_group(title="CacheConfig", description="KV cache")
+            cache.add_argument("--block-size", type=int)
+            either = cache.add_mutually_exclusive_group()
+            either.add_argument("--a")
+            parser.add_argument_group("Frontend").add_argument("--port", type=int)
+            parser.add_argument_group().add_argument("--b")
+    """
+    assert [(r["opts"][0], r["group"]) for r in recorded(code)] == [
+        ("--top", None),
+        ("--block-size", "CacheConfig"),
+        ("--a", "CacheConfig"),  # a mutually exclusive group inside a group stays in it
+        ("--port", "Frontend"),
+        ("--b", None),
+    ]
+
+
 def test_classmethods_and_super_follow_the_mro() -> None:
     code = """
         class Base:

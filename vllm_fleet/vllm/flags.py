@@ -50,6 +50,9 @@ class ArgSpec:
     metavar_choices: tuple[str | int | float, ...] | None = None
     """Values vLLM lists for the argument without argparse enforcing them (``Literal[...] | str`` fields)."""
     deprecated: bool = False
+    group: str | None = None
+    """The argument group vLLM's parser puts it in, named after its config class (``ModelConfig``,
+    ``CacheConfig``, ``SchedulerConfig``...); None for arguments outside a group."""
 
     @property
     def negative_flag(self) -> str | None:
@@ -140,6 +143,7 @@ def _spec(dest: str, rng: dict[str, Any]) -> ArgSpec:
         negative_flags=tuple(rng.get("negative_flags") or ()),
         metavar_choices=_choices(rng.get("metavar_choices")),
         deprecated=bool(rng.get("deprecated")),
+        group=rng.get("group"),
     )
 
 

@@ -1005,7 +1005,12 @@ class Interp:
             if name == "add_argument":
                 self.record_argument(obj, args, kwargs, fr, node)
                 return UNKNOWN
-            if name in {"add_argument_group", "add_mutually_exclusive_group", "add_parser"}:
+            if name == "add_argument_group":
+                title = kwargs.get("title", args[0] if args else None)
+                return Parser(obj.sink, title if isinstance(title, str) else None)
+            if name == "add_mutually_exclusive_group":
+                return Parser(obj.sink, obj.group)
+            if name == "add_parser":
                 return Parser(obj.sink)
             return UNKNOWN
         if any(a is UNKNOWN for a in args):
@@ -1151,7 +1156,7 @@ class Interp:
             self.warn(f"unresolved option strings {args!r} at {where}")
             if not opts:
                 return
-        parser.sink.append({"opts": opts, "kwargs": kwargs, "where": where})
+        parser.sink.append({"opts": opts, "kwargs": kwargs, "where": where, "group": parser.group})
 
 
 @dataclass(eq=False)

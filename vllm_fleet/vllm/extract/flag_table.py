@@ -132,6 +132,7 @@ def normalise_argument(raw: dict[str, Any], interp: Interp, enable_disable: bool
         "metavar_choices": suggested or None,
         "nargs": nargs_out,
         "deprecated": deprecated,
+        "group": raw.get("group"),
     }
     if negative:
         spec["negative_flags"] = negative
@@ -245,6 +246,7 @@ def extract_version(source: ReleaseSource) -> ReleaseFlags:
 
 SPEC_KEYS = (
     "flags", "aliases", "negative_flags", "kind", "type", "choices", "metavar_choices", "nargs", "deprecated",
+    "group",
 )  # fmt: skip
 
 
@@ -294,6 +296,7 @@ def build_table(results: list[ReleaseFlags]) -> dict[str, Any]:
                     ("metavar_choices", "metavar_choices"),
                     ("nargs", "nargs"),
                     ("deprecated", "deprecated"),
+                    ("group", "group"),
                 ):
                     if spec.get(k) != prev_spec.get(k):
                         changes.append(
@@ -315,6 +318,7 @@ def build_table(results: list[ReleaseFlags]) -> dict[str, Any]:
             "choices": latest["choices"],
             "nargs": latest["nargs"],
             "deprecated": latest["deprecated"],
+            "group": latest["group"],
             "present_in": present,
             "specs": ranges,
             "changes": changes,

@@ -94,6 +94,9 @@ class LiteralT:
 @dataclass(eq=False)
 class Parser:
     sink: list[dict[str, Any]]
+    group: str | None = None
+    """The title of the argument group this parser adds to (vLLM names each after its config class:
+    ``ModelConfig``, ``CacheConfig``...); None for the parser itself or an untitled group."""
 
 
 @dataclass(eq=False)
