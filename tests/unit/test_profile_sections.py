@@ -176,3 +176,13 @@ def test_copy_with_a_field_the_model_lacks_is_refused() -> None:
         lab.model_copy(update={"max_num_seqs": 4})
     smaller = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_seqs": 4})})
     assert render(smaller).config["max-num-seqs"] == 4
+
+
+def test_stored_desired_state_from_before_the_sections_still_reads() -> None:
+    """A stack's profile_data (audit, monitoring, the smoke gate) written by the flat model reads as the same
+    profile, silently: it is state, not a file a person edits."""
+    flat = yaml.safe_load((FLAT / "rtx4090-qwen2.5-7b-spec.yaml").read_text())
+    stored = {**flat, "gpus": 1, "host": "0.0.0.0", "port": 8000, "extra_args": {}}  # as model_dump wrote it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ProfileLayoutWarning)
+        assert DecodeProfile.model_validate(stored) == load_profile("rtx4090-qwen2.5-7b-spec")
