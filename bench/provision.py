@@ -45,7 +45,10 @@ def quiet(_line: str) -> None:
 
 def on_host(site: Site, ip: str, script: str, timeout: float = 1800) -> str:
     argv = ssh_argv(ip, Path(site.state.ssh_key), Path(site.state.known_hosts), script)
-    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=timeout).stdout
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    if done.returncode != 0:
+        raise SystemExit(f"on {ip}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    return done.stdout
 
 
 def timed_up(site: Site, engine: Any, names: list[str]) -> float:
@@ -70,11 +73,13 @@ def pip_part(site: Site, ip: str, role_vars: dict[str, Any]) -> float:
     set is the converged one): the network and unpacking a first converge cannot avoid."""
     url, extra = role_vars.get("vllm_pip_index_url", ""), role_vars.get("vllm_pip_extra_args", [])
     index = shlex.join([*(["--index-url", url] if url else []), *extra])  # the role's own index arguments
+    # On the host's disk beside the real venv (its /tmp is a small tmpfs: torch alone would not fit).
+    venv, req = f"{VENV}-bench", f"{VENV}-bench.txt"
     script = (
-        f"set -e; rm -rf /tmp/bench-venv; {VENV}/bin/pip freeze --exclude-editable | grep -v '^vllm==' "
-        f"> /tmp/bench-req.txt; python3 -m venv /tmp/bench-venv; s=$(date +%s.%N); "
-        f"/tmp/bench-venv/bin/pip install -q --no-deps {index} -r /tmp/bench-req.txt; e=$(date +%s.%N); "
-        f"rm -rf /tmp/bench-venv /tmp/bench-req.txt; echo $s $e"
+        f"set -e; rm -rf {venv}; {VENV}/bin/pip freeze --exclude-editable | grep -v '^vllm==' > {req}; "
+        f"python3 -m venv {venv}; s=$(date +%s.%N); "
+        f"{venv}/bin/pip install -q --no-deps --no-cache-dir {index} -r {req}; e=$(date +%s.%N); "
+        f"rm -rf {venv} {req}; echo $s $e"
     )
     start, end = on_host(site, ip, script).split()
     return float(end) - float(start)
