@@ -40,7 +40,7 @@ def snapshot(site: Any, hosts: list[Any] | None = None) -> dict[str, dict[str, A
 
 def assert_all_pass_smoke(site: Any, profiles: dict[str, DecodeProfile]) -> None:
     for h in site.state.hosts:
-        result = smoke(f"http://{h.ip}:{profiles[h.name].port}", profiles[h.name], timeout_s=120)
+        result = smoke(f"http://{h.ip}:{profiles[h.name].frontend.port}", profiles[h.name], timeout_s=120)
         assert result.exit_code == 0, (h.name, [(c.name, c.status, c.detail) for c in result.checks], result.reason)
 
 
