@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profile import SECTIONS, DecodeProfile
 from vllm_fleet.profile_loader import load_profile
 from vllm_fleet.vllm.check import find_vllm_python
 
@@ -30,8 +30,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def lab_profile(**over: Any) -> DecodeProfile:
+    """The lab profile with ``over``: a section's keys (``cache={"kv_cache_memory_bytes": …}``) are merged into
+    that section; any other key replaces the lab's."""
     base = load_profile("cpu-lab").model_dump(exclude_unset=True)
-    return DecodeProfile.model_validate({**base, **over})
+    merged = {k: {**base.get(k, {}), **v} if k in SECTIONS and isinstance(v, dict) else v for k, v in over.items()}
+    return DecodeProfile.model_validate({**base, **merged})
 
 
 @pytest.fixture(scope="session")

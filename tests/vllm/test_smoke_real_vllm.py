@@ -76,7 +76,9 @@ def test_ngram_speculation_reports_real_acceptance(tmp_path: Path) -> None:
 def test_forced_preemptions_are_caught(tmp_path: Path) -> None:
     # 3 blocks of 128 tokens (fp32: 2 KiB/token): one is vLLM's null block, so two long sequences cannot both
     # stay resident; 8 concurrent 200-token completions force preemptions.
-    prof = lab_profile(kv_cache_memory_bytes=3 * 128 * 2048, max_model_len=256, slo={"max_preemptions": 0})
+    prof = lab_profile(
+        cache={"kv_cache_memory_bytes": 3 * 128 * 2048}, model={"max_model_len": 256}, slo={"max_preemptions": 0}
+    )
     with serve(prof, log=tmp_path / "serve.log") as url:
         result = smoke(url, prof, timeout_s=30, requests=8, max_tokens=200)
     check = next(c for c in result.checks if c.name == "preemptions")
