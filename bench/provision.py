@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Provisioning bare hosts with `pulumi up`, on the main job's lab network (root; it brings its own 4-host lab up
-and takes it down at the end: run `./scripts/up` afterwards for the main job's lab).
+"""Provisioning bare hosts with `pulumi up`, on the tests' lab network (root; it brings a 4-host lab of its own up
+and takes it down at the end; the main job's lab keeps serving beside it; not while `./scripts/test` runs).
 
     sudo .venv/bin/python bench/provision.py
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("VLLM_FLEET_LAB_NET", "main")
+os.environ.setdefault("VLLM_FLEET_LAB_NET", "test")
 
 from vllm_fleet.deploy import configure, ensure_engine, stack, up
 from vllm_fleet.lab.fleet import lab_api_key
