@@ -73,13 +73,15 @@ def pip_part(site: Site, ip: str, role_vars: dict[str, Any]) -> float:
     set is the converged one): the network and unpacking a first converge cannot avoid."""
     url, extra = role_vars.get("vllm_pip_index_url", ""), role_vars.get("vllm_pip_extra_args", [])
     index = shlex.join([*(["--index-url", url] if url else []), *extra])  # the role's own index arguments
-    # On the host's disk beside the real venv (its /tmp is a small tmpfs: torch alone would not fit).
-    venv, req = f"{VENV}-bench", f"{VENV}-bench.txt"
+    # On the host's disk beside the real venv (its /tmp is a small tmpfs: torch alone would not fit);
+    # pip unpacks in TMPDIR: there too, as the role points pip's scratch directory into the venv.
+    venv, req, tmp = f"{VENV}-bench", f"{VENV}-bench.txt", f"{VENV}-bench-tmp"
     script = (
-        f"set -e; rm -rf {venv}; {VENV}/bin/pip freeze --exclude-editable | grep -v '^vllm==' > {req}; "
+        f"set -e; rm -rf {venv} {tmp}; mkdir -p {tmp}; "
+        f"{VENV}/bin/pip freeze --exclude-editable | grep -v '^vllm==' > {req}; "
         f"python3 -m venv {venv}; s=$(date +%s.%N); "
-        f"{venv}/bin/pip install -q --no-deps --no-cache-dir {index} -r {req}; e=$(date +%s.%N); "
-        f"rm -rf {venv} {req}; echo $s $e"
+        f"TMPDIR={tmp} {venv}/bin/pip install -q --no-deps --no-cache-dir {index} -r {req}; e=$(date +%s.%N); "
+        f"rm -rf {venv} {req} {tmp}; echo $s $e"
     )
     start, end = on_host(site, ip, script).split()
     return float(end) - float(start)
