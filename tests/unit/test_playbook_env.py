@@ -7,19 +7,31 @@ localhost, local connection) that writes the environment its tasks really see.
 
 from __future__ import annotations
 
+import secrets
 import sys
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from vllm_fleet.ansible import data_yaml, playbook_env, run_local_playbook
 from vllm_fleet.paths import project_root
 
+
+def _throwaway_ssh_key() -> str:
+    """An OpenSSH private key made for this run (none is tracked in the repository)."""
+    key = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    )
+    return key.decode()
+
+
 SECRETS = {
-    "PULUMI_CONFIG_PASSPHRASE": "pp-4f1c9e-secret",
+    "PULUMI_CONFIG_PASSPHRASE": f"pp-{secrets.token_hex(8)}",
     "PULUMI_CONFIG_PASSPHRASE_FILE": "/root/.cache/vllm-fleet/pulumi-passphrase",
-    "OPENAI_API_KEY": "sk-test-7d2b1a",
-    "VLLM_FLEET_SSH_KEY": "-----BEGIN OPENSSH PRIVATE KEY-----x",
+    "OPENAI_API_KEY": f"sk-test-{secrets.token_hex(8)}",
+    "VLLM_FLEET_SSH_KEY": _throwaway_ssh_key(),
     "ANSIBLE_VAULT_PASSWORD_FILE": "/home/op/.vault-pass",  # the operator's Ansible setting, not the project's
 }
 
