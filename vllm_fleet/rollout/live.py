@@ -8,6 +8,7 @@ path is printed first; ``verbose`` shows it on the console as well (then the pro
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +39,10 @@ class RolloutWatch:
 
     def __enter__(self) -> RolloutWatch:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("w", encoding="utf-8")
+        # 0600, like the run's other private files: Pulumi's output carries commands' error tails.
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # a log left by an earlier run keeps no wider mode
+        self._log = os.fdopen(fd, "w", encoding="utf-8")
         self._say(f"pulumi's own output: {self.log_path}")
         return self
 
