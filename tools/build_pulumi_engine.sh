@@ -38,15 +38,20 @@
 #    options `toolchain` (pip|uv|poetry) and `virtualenv`.
 #  * pulumi-resource-pulumi-python: the SDK's dynamic-provider shim, so
 #    Python dynamic providers (pulumi.dynamic) work.
-#  * pulumi-resource-command (pulumi-command): NOT built. Its module
+#  * upstream's pulumi-resource-command (pulumi-command): NOT built. Its module
 #    github.com/pulumi/pulumi-command/provider is refused by the module proxy
 #    (no provider/vX tags, only pseudo-versions, all 403/404). In its place:
 #  * pulumi-resource-vllm-fleet-command: our own provider of local and SSH
 #    command resources (tools/pulumi_engine/cmd/pulumi-resource-vllm-fleet-command),
-#    with pulumi-command's create/update/delete/triggers semantics; the Python
-#    side is vllm_fleet/pulumi/commands.py. The engine finds it next to the
-#    `pulumi` binary; with another pulumi CLI, install it with
-#      pulumi plugin install resource vllm-fleet-command <ver> --file <binary>
+#    with pulumi-command's create/update/delete/triggers semantics. Run under
+#    the name pulumi-resource-command it serves pulumi-command's package
+#    (`command`, the pulumi_command SDK's types and inputs) at the SDK's
+#    version: installed into PULUMI_HOME as resource-command-v<that version>
+#    (the engine matches a cached plugin's version exactly; ambient plugins on
+#    PATH are off in vllm_fleet/deploy.py). `pulumi plugin install resource
+#    command <ver>` (upstream's) replaces it and is kept by later builds.
+#    With another pulumi CLI: pulumi plugin install resource command <ver>
+#    --file <cache>/pulumi/<v>/bin/pulumi-resource-command
 #
 # Gotchas (checked with this engine):
 #  * `pulumi install` downloads the plugins named by the venv's pulumi-*
@@ -72,7 +77,7 @@ BIN_DIR="$ENGINE_DIR/bin"
 MARKER="$ENGINE_DIR/.complete"
 JOBS="${VLLM_FLEET_GO_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 BIN_FILES=(pulumi pulumi-language-python pulumi-language-python-exec pulumi-resource-pulumi-python
-	pulumi-resource-vllm-fleet-command)
+	pulumi-resource-vllm-fleet-command pulumi-resource-command)
 # Our Go sources (language host, command provider), built inside the wrapper module.
 GO_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pulumi_engine"
 
@@ -110,7 +115,8 @@ is_complete() {
 	[[ -f "$MARKER" ]] && [[ "$(cat "$MARKER")" == "$1" ]] || return 1
 	local f
 	for f in "${BIN_FILES[@]}"; do [[ -x "$BIN_DIR/$f" ]] || return 1; done
-	compgen -G "$ENGINE_DIR/home/plugins/resource-vllm-fleet-command-v*/pulumi-resource-vllm-fleet-command" >/dev/null
+	compgen -G "$ENGINE_DIR/home/plugins/resource-vllm-fleet-command-v*/pulumi-resource-vllm-fleet-command" >/dev/null &&
+		compgen -G "$ENGINE_DIR/home/plugins/resource-command-v*/pulumi-resource-command" >/dev/null
 }
 
 main() {
@@ -187,6 +193,22 @@ main() {
 	PULUMI_HOME="$ENGINE_DIR/home" PULUMI_SKIP_UPDATE_CHECK=true "$stage/pulumi" plugin install \
 		resource vllm-fleet-command "$provider_version" --file "$stage/pulumi-resource-vllm-fleet-command" >&2 ||
 		die "cannot install the vllm-fleet-command plugin into $ENGINE_DIR/home"
+	# The same binary run as pulumi-resource-command serves pulumi-command's package (`command`) at the
+	# version the pulumi_command SDK asks for: the engine's plugin cache matches that version exactly, and
+	# `pulumi plugin install resource command <v>` (upstream's provider, where it can be had) replaces it.
+	# An installed plugin without our marker file is upstream's: it is kept.
+	cp "$stage/pulumi-resource-vllm-fleet-command" "$stage/pulumi-resource-command"
+	provider_version="$("$stage/pulumi-resource-command" -version)"
+	local plugin_dir="$ENGINE_DIR/home/plugins/resource-command-v$provider_version"
+	if [[ -d "$plugin_dir" && ! -f "$plugin_dir/.vllm-fleet" ]]; then
+		log "keeping the command plugin installed in $plugin_dir (not ours: upstream's pulumi-command)"
+	else
+		rm -rf "$plugin_dir" "$plugin_dir.lock"
+		PULUMI_HOME="$ENGINE_DIR/home" PULUMI_SKIP_UPDATE_CHECK=true "$stage/pulumi" plugin install \
+			resource command "$provider_version" --file "$stage/pulumi-resource-command" >&2 ||
+			die "cannot install the command plugin into $ENGINE_DIR/home"
+		echo "built by tools/build_pulumi_engine.sh" >"$plugin_dir/.vllm-fleet"
+	fi
 
 	rm -rf "$BIN_DIR.old"
 	[[ ! -e "$BIN_DIR" ]] || mv "$BIN_DIR" "$BIN_DIR.old"

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,4 +243,157 @@ func lifecycleRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestCommandPackageLifecycle: the same semantics under pulumi-command's types and inputs, as the
+// pulumi_command SDK sends them: create runs once; an environment change updates in place (the last
+// run's output in PULUMI_COMMAND_STDOUT); a triggers change replaces; delete runs on destroy;
+// interpreter and dir are honoured; assetPaths is refused.
+func TestCommandPackageLifecycle(t *testing.T) {
+	const typ = "command:local:Command"
+	p := &commandProvider{pkg: upstreamPkg}
+	ctx := context.Background()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	inputs := func(version string, triggers ...any) map[string]any {
+		return map[string]any{
+			"create":      `echo "create $V $(pwd)" >> $LOG; echo out-$V`,
+			"update":      `echo "update $V prev=${PULUMI_COMMAND_STDOUT-}" >> $LOG; echo out-$V`,
+			"delete":      `echo "delete prev=${PULUMI_COMMAND_STDOUT-}" >> $LOG`,
+			"environment": map[string]any{"LOG": log, "V": version},
+			"interpreter": []any{"/bin/sh", "-eu", "-c"},
+			"dir":         dir,
+			"triggers":    append([]any{}, triggers...),
+		}
+	}
+	v1 := lifecycleInputs(inputs("1", "t1"))
+	check, err := p.Check(ctx, &pulumirpc.CheckRequest{Type: typ, News: lifecycleProps(t, v1)})
+	if err != nil || len(check.GetFailures()) != 0 {
+		t.Fatalf("check: %v %v", check.GetFailures(), err)
+	}
+	created, err := p.Create(ctx, &pulumirpc.CreateRequest{Type: typ, Properties: lifecycleProps(t, v1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := lifecycleRead(t, log), "create 1 "+dir+"\n"; got != want {
+		t.Fatalf("create ran %q, want %q", got, want)
+	}
+
+	v2 := lifecycleInputs(inputs("2", "t1"))
+	diff, err := p.Diff(ctx, &pulumirpc.DiffRequest{Type: typ, OldInputs: lifecycleProps(t, v1),
+		Olds: created.GetProperties(), News: lifecycleProps(t, v2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff.GetChanges() != pulumirpc.DiffResponse_DIFF_SOME || len(diff.GetReplaces()) != 0 ||
+		strings.Join(diff.GetDiffs(), ",") != "environment" {
+		t.Fatalf("environment change: %v", diff)
+	}
+	updated, err := p.Update(ctx, &pulumirpc.UpdateRequest{Type: typ, OldInputs: lifecycleProps(t, v1),
+		Olds: created.GetProperties(), News: lifecycleProps(t, v2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := lifecycleRead(t, log), "create 1 "+dir+"\nupdate 2 prev=out-1\n"; got != want {
+		t.Fatalf("update ran %q, want %q", got, want)
+	}
+
+	v3 := lifecycleInputs(inputs("2", "t2"))
+	diff, err = p.Diff(ctx, &pulumirpc.DiffRequest{Type: typ, OldInputs: lifecycleProps(t, v2),
+		Olds: updated.GetProperties(), News: lifecycleProps(t, v3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(diff.GetReplaces(), ",") != "triggers" ||
+		diff.GetDetailedDiff()["triggers"].GetKind() != pulumirpc.PropertyDiff_UPDATE_REPLACE {
+		t.Fatalf("triggers change: %v", diff)
+	}
+
+	if _, err := p.Delete(ctx, &pulumirpc.DeleteRequest{Type: typ, OldInputs: lifecycleProps(t, v2),
+		Properties: updated.GetProperties()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lifecycleRead(t, log); !strings.HasSuffix(got, "update 2 prev=out-1\ndelete prev=out-2\n") {
+		t.Fatalf("delete ran %q", got)
+	}
+
+	// addPreviousOutputInEnv: false keeps the last output out of the environment.
+	off := inputs("3")
+	off["addPreviousOutputInEnv"] = false
+	if _, err := p.Update(ctx, &pulumirpc.UpdateRequest{Type: typ, OldInputs: lifecycleProps(t, v2),
+		Olds: updated.GetProperties(), News: lifecycleProps(t, lifecycleInputs(off))}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lifecycleRead(t, log); !strings.HasSuffix(got, "update 3 prev=\n") {
+		t.Fatalf("addPreviousOutputInEnv=false: %q", got)
+	}
+
+	assets := inputs("1")
+	assets["assetPaths"] = []any{"*.txt"}
+	check, err = p.Check(ctx, &pulumirpc.CheckRequest{Type: typ, News: lifecycleProps(t, lifecycleInputs(assets))})
+	if err != nil || len(check.GetFailures()) != 1 || check.GetFailures()[0].GetProperty() != "assetPaths" {
+		t.Fatalf("assetPaths: %v %v", check.GetFailures(), err)
+	}
+}
+
+// TestServesTheCommandPackage: run as pulumi-resource-command, the binary is pulumi-command at the
+// SDK's pinned version, with the SDK's property names in its schema.
+func TestServesTheCommandPackage(t *testing.T) {
+	if got := servedPackage("/home/x/.pulumi/plugins/resource-command-v1.2.1/pulumi-resource-command"); got != upstreamPkg {
+		t.Fatalf("servedPackage(pulumi-resource-command) = %v", got)
+	}
+	if got := servedPackage("pulumi-resource-vllm-fleet-command"); got != legacyPkg {
+		t.Fatalf("servedPackage(pulumi-resource-vllm-fleet-command) = %v", got)
+	}
+	p := &commandProvider{pkg: upstreamPkg}
+	info, _ := p.GetPluginInfo(context.Background(), nil)
+	if info.GetVersion() != "1.2.1" {
+		t.Fatalf("version %q", info.GetVersion())
+	}
+	resp, err := p.GetSchema(context.Background(), &pulumirpc.GetSchemaRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Name      string
+		Version   string
+		Resources map[string]struct {
+			InputProperties map[string]struct{ ReplaceOnChanges bool }
+			Properties      map[string]any
+			RequiredInputs  []string
+		}
+		Types map[string]struct{ Properties map[string]any }
+	}
+	if err := json.Unmarshal([]byte(resp.GetSchema()), &schema); err != nil {
+		t.Fatal(err)
+	}
+	if schema.Name != "command" || schema.Version != "1.2.1" {
+		t.Fatalf("schema %s %s", schema.Name, schema.Version)
+	}
+	shared := "addPreviousOutputInEnv create delete environment logging stdin triggers update"
+	want := map[string]string{
+		"command:local:Command":  "addPreviousOutputInEnv archivePaths assetPaths create delete dir environment interpreter logging stdin triggers update",
+		"command:remote:Command": "addPreviousOutputInEnv connection create delete environment logging stdin triggers update",
+	}
+	for typ, names := range want {
+		r := schema.Resources[typ]
+		if got := strings.Join(sortedKeys(keysOf(r.InputProperties)), " "); got != names {
+			t.Errorf("%s inputs %q, want %q (%s shared)", typ, got, names, shared)
+		}
+		if !r.InputProperties["triggers"].ReplaceOnChanges || r.Properties["stdout"] == nil {
+			t.Errorf("%s: triggers replace, stdout is an output: %v", typ, r)
+		}
+	}
+	conn := strings.Join(sortedKeys(keysOf(schema.Types["command:remote:Connection"].Properties)), " ")
+	if conn != "agentSocketPath dialErrorLimit host hostKey password perDialTimeout port privateKey privateKeyPassword proxy user" {
+		t.Errorf("connection fields %q", conn)
+	}
+}
+
+func keysOf[V any](m map[string]V) map[string]string {
+	out := map[string]string{}
+	for k := range m {
+		out[k] = ""
+	}
+	return out
 }

@@ -6,7 +6,15 @@
 // vllm_fleet/pulumi/commands.py. A Go plugin starts in milliseconds, where a Python dynamic provider
 // costs a fresh interpreter on every `pulumi up` and pickles its code into the state.
 //
-// Resource types and their inputs:
+// Run as `pulumi-resource-command` (tools/build_pulumi_engine.sh installs it so), the binary serves
+// pulumi-command's package instead: `command:local:Command` and `command:remote:Command` with the
+// pulumi_command SDK's inputs (camelCase: addPreviousOutputInEnv, interpreter, dir, logging; the
+// connection's hostKey, privateKey, agentSocketPath) and schema (schema.go), at the SDK's version, so
+// that SDK is the Python front end and upstream's provider can replace this one with no change to the
+// program. Stricter than upstream: a remote connection must pin hostKey; password, proxy, assetPaths
+// and archivePaths are refused. Outputs are stdout and stderr (without the last newline, as upstream).
+//
+// Resource types and their inputs (vllm-fleet-command):
 //
 //	vllm-fleet-command:local:Command   create, update, delete, environment, secret_environment, stdin,
 //	                                   triggers
@@ -65,47 +73,84 @@ const (
 	pkgName         = "vllm-fleet-command"
 	localType       = pkgName + ":local:Command"
 	remoteType      = pkgName + ":remote:Command"
+	// pulumi-command's package, served when the binary runs as `pulumi-resource-command`, at the version of
+	// the pulumi_command SDK pinned in pyproject.toml (the SDK asks the engine for exactly this version).
+	commandPkg     = "command"
+	commandVersion = "1.2.1"
 	// Characters of stdout/stderr kept in state.
 	outputTail = 8000
 )
+
+// pkgSpec is the package a binary serves: its name (the engine's `pulumi-resource-<name>`) and version.
+type pkgSpec struct{ name, version string }
+
+var (
+	legacyPkg   = pkgSpec{pkgName, providerVersion}
+	upstreamPkg = pkgSpec{commandPkg, commandVersion}
+)
+
+// servedPackage: the package the binary serves, by the name it runs under.
+func servedPackage(argv0 string) pkgSpec {
+	if filepath.Base(argv0) == "pulumi-resource-"+commandPkg {
+		return upstreamPkg
+	}
+	return legacyPkg
+}
 
 var (
 	// A change of these replaces the resource.
 	replaceOn = []string{"triggers"}
 	// A change of these runs the update command in place.
-	rerunOn = []string{"create", "update", "environment", "secret_environment", "connection", "stdin"}
+	rerunOn = []string{
+		"create", "update", "environment", "secret_environment", "connection", "stdin", "interpreter", "dir",
+	}
 	// Changes of these are recorded without running anything.
-	recordOn = []string{"delete"}
+	recordOn = []string{"delete", "logging", "addPreviousOutputInEnv"}
+	// pulumi-command inputs this provider does not implement: refused by Check, never silently ignored.
+	unsupportedInputs = []string{"assetPaths", "archivePaths"}
 	// The provider's configuration key of the SSH private key a connection without one uses.
 	providerKeyConfig = "sshPrivateKey"
 	envName           = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 func main() {
+	pkg := servedPackage(os.Args[0])
 	if len(os.Args) > 1 && os.Args[1] == "-version" {
-		fmt.Println(providerVersion)
+		fmt.Println(pkg.version)
 		return
 	}
-	err := provider.Main(pkgName, func(*provider.HostClient) (pulumirpc.ResourceProviderServer, error) {
-		return &commandProvider{}, nil
+	err := provider.Main(pkg.name, func(*provider.HostClient) (pulumirpc.ResourceProviderServer, error) {
+		return &commandProvider{pkg: pkg}, nil
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", pkgName, err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", pkg.name, err)
 		os.Exit(1)
 	}
 }
 
 type commandProvider struct {
 	pulumirpc.UnimplementedResourceProviderServer
+	// The package served (zero: vllm-fleet-command).
+	pkg pkgSpec
 	// The provider's configuration (secrets unwrapped), set by Configure before any resource call.
 	config map[string]string
 }
 
+func (p *commandProvider) spec() pkgSpec {
+	if p.pkg.name == "" {
+		return legacyPkg
+	}
+	return p.pkg
+}
+
 func (p *commandProvider) GetPluginInfo(context.Context, *emptypb.Empty) (*pulumirpc.PluginInfo, error) {
-	return &pulumirpc.PluginInfo{Version: providerVersion}, nil
+	return &pulumirpc.PluginInfo{Version: p.spec().version}, nil
 }
 
 func (p *commandProvider) GetSchema(context.Context, *pulumirpc.GetSchemaRequest) (*pulumirpc.GetSchemaResponse, error) {
+	if p.spec() == upstreamPkg {
+		return &pulumirpc.GetSchemaResponse{Schema: commandSchema()}, nil
+	}
 	return &pulumirpc.GetSchemaResponse{Schema: "{}"}, nil
 }
 
@@ -166,7 +211,7 @@ func (p *commandProvider) Configure(
 			}
 		}
 	} else {
-		prefix := pkgName + ":config:"
+		prefix := p.spec().name + ":config:"
 		for k, v := range req.GetVariables() {
 			if name, ok := strings.CutPrefix(k, prefix); ok && name != "version" {
 				config[name] = v
@@ -198,6 +243,18 @@ func (p *commandProvider) Check(_ context.Context, req *pulumirpc.CheckRequest) 
 	}
 	for _, err := range validateSecretEnvironment(news["secret_environment"]) {
 		failures = append(failures, &pulumirpc.CheckFailure{Property: "secret_environment", Reason: err.Error()})
+	}
+	for _, k := range unsupportedInputs {
+		if v, ok := news[resource.PropertyKey(k)]; ok && !v.IsNull() {
+			failures = append(failures, &pulumirpc.CheckFailure{
+				Property: k, Reason: k + " is not supported by this provider (vllm-fleet's build of the command provider)",
+			})
+		}
+	}
+	if v, ok := news["interpreter"]; ok && !v.IsNull() && !v.ContainsUnknowns() {
+		if _, err := interpreter(news); err != nil {
+			failures = append(failures, &pulumirpc.CheckFailure{Property: "interpreter", Reason: err.Error()})
+		}
 	}
 	if isRemote(req.GetType(), req.GetUrn()) {
 		if v, ok := news["connection"]; !ok || v.IsNull() {
@@ -248,7 +305,7 @@ func (p *commandProvider) Create(ctx context.Context, req *pulumirpc.CreateReque
 	if req.GetPreview() {
 		id = ""
 	}
-	outs, err := p.run(ctx, req.GetType(), req.GetUrn(), news, "create", req.GetPreview())
+	outs, err := p.run(ctx, req.GetType(), req.GetUrn(), news, nil, "create", req.GetPreview())
 	if err != nil {
 		return nil, err
 	}
@@ -264,15 +321,15 @@ func (p *commandProvider) Update(ctx context.Context, req *pulumirpc.UpdateReque
 	if err != nil {
 		return nil, err
 	}
+	last, err := unmarshal(req.GetOlds())
+	if err != nil {
+		return nil, err
+	}
 	var outs resource.PropertyMap
 	if len(changedKeys(olds, news, rerunOn)) == 0 {
-		// Only recorded inputs (delete) changed: keep the last outputs, run nothing.
-		last, err := unmarshal(req.GetOlds())
-		if err != nil {
-			return nil, err
-		}
+		// Only recorded inputs (delete, logging) changed: keep the last outputs, run nothing.
 		outs = resource.PropertyMap{"stdout": last["stdout"], "stderr": last["stderr"]}
-	} else if outs, err = p.run(ctx, req.GetType(), req.GetUrn(), news, "update", req.GetPreview()); err != nil {
+	} else if outs, err = p.run(ctx, req.GetType(), req.GetUrn(), news, last, "update", req.GetPreview()); err != nil {
 		return nil, err
 	}
 	props, err := marshal(outs)
@@ -287,7 +344,11 @@ func (p *commandProvider) Delete(ctx context.Context, req *pulumirpc.DeleteReque
 	if err != nil {
 		return nil, err
 	}
-	if _, err := p.run(ctx, req.GetType(), req.GetUrn(), olds, "delete", false); err != nil {
+	last, err := unmarshal(req.GetProperties())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.run(ctx, req.GetType(), req.GetUrn(), olds, last, "delete", false); err != nil {
 		return nil, err
 	}
 	return &emptypb.Empty{}, nil
@@ -299,8 +360,11 @@ func (p *commandProvider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*
 }
 
 // run executes the `which` command (update falls back to create) and returns the outputs to store.
+// previous holds the last run's outputs (update, delete): its stdout and stderr are the command's
+// PULUMI_COMMAND_STDOUT and PULUMI_COMMAND_STDERR unless addPreviousOutputInEnv is false (pulumi-command's
+// default: true).
 func (p *commandProvider) run(
-	ctx context.Context, typ, urn string, props resource.PropertyMap, which string, preview bool,
+	ctx context.Context, typ, urn string, props, previous resource.PropertyMap, which string, preview bool,
 ) (resource.PropertyMap, error) {
 	outs := resource.PropertyMap{}
 	if preview {
@@ -315,6 +379,10 @@ func (p *commandProvider) run(
 	var stdout, stderr string
 	if command != "" {
 		env := stringMap(props["environment"])
+		if add := plain(props["addPreviousOutputInEnv"]); previous != nil && !(add.IsBool() && !add.BoolValue()) {
+			env["PULUMI_COMMAND_STDOUT"] = str(previous, "stdout")
+			env["PULUMI_COMMAND_STDERR"] = str(previous, "stderr")
+		}
 		// Names only in the inputs; the values come from the provider's configuration, if it has them.
 		for name, key := range stringMap(props["secret_environment"]) {
 			if value, ok := p.config[key]; ok && value != "" {
@@ -325,19 +393,29 @@ func (p *commandProvider) run(
 		if isRemote(typ, urn) {
 			stdout, stderr, err = runRemote(ctx, props["connection"], command, env, p.config[providerKeyConfig])
 		} else {
-			stdout, stderr, err = runLocal(ctx, command, env, str(props, "stdin"))
+			var argv []string
+			if argv, err = interpreter(props); err != nil {
+				return nil, err
+			}
+			stdout, stderr, err = runLocal(ctx, append(argv, command), env, str(props, "stdin"), str(props, "dir"))
 		}
 		if err != nil {
 			return nil, err
 		}
+	}
+	if strings.HasPrefix(typeOf(typ, urn), commandPkg+":") {
+		// pulumi-command keeps the output without its last newline.
+		stdout, stderr = strings.TrimSuffix(stdout, "\n"), strings.TrimSuffix(stderr, "\n")
 	}
 	outs["stdout"] = resource.NewStringProperty(stdout)
 	outs["stderr"] = resource.NewStringProperty(stderr)
 	return outs, nil
 }
 
-func runLocal(ctx context.Context, command string, env map[string]string, stdin string) (string, string, error) {
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+// runLocal runs argv (the interpreter, then the command) in dir (empty: the provider's own directory).
+func runLocal(ctx context.Context, argv []string, env map[string]string, stdin, dir string) (string, string, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
 	cmd.Env = os.Environ()
 	for _, k := range sortedKeys(env) {
 		cmd.Env = append(cmd.Env, k+"="+env[k])
@@ -384,7 +462,7 @@ func runRemote(
 		}
 	}
 	cmdEnv := os.Environ()
-	agentSock := ""
+	agentSock := t.agentSocket // the caller's agent (agentSocketPath), unless a private key is given
 	if t.privateKey != nil {
 		agentSock = filepath.Join(tmp, "agent.sock")
 		stop, err := serveKey(agentSock, t.privateKey)
@@ -411,6 +489,8 @@ type sshTarget struct {
 	privateKey     any // parsed; nil: ssh's own keys / agent
 	hostKey        string
 	knownHostsFile string
+	agentSocket    string // pulumi-command's agentSocketPath
+	connectTimeout int    // seconds; pulumi-command's perDialTimeout
 }
 
 var (
@@ -421,7 +501,7 @@ var (
 		"ecdsa-sha2-nistp521": true, "ssh-rsa": true, "sk-ssh-ed25519@openssh.com": true,
 	}
 	errHostKeyRequired = errors.New(
-		"connection.host_key is required: pin the host's public key (ssh-keyscan -t ed25519 <host>, the key part)")
+		"connection.host_key is required (hostKey in pulumi-command's SDK): pin the host's public key (ssh-keyscan -t ed25519 <host>, the key part)")
 )
 
 func newSSHTarget(conn map[string]string) (sshTarget, error) {
@@ -431,6 +511,10 @@ func newSSHTarget(conn map[string]string) (sshTarget, error) {
 	t := sshTarget{
 		host: conn["host"], user: conn["user"], port: 22,
 		hostKey: conn["host_key"], knownHostsFile: conn["known_hosts_file"],
+		agentSocket: conn["agent_socket_path"], connectTimeout: 10,
+	}
+	if n, err := strconv.Atoi(conn["per_dial_timeout"]); err == nil && n > 0 {
+		t.connectTimeout = n
 	}
 	if t.user == "" {
 		t.user = "root"
@@ -466,7 +550,23 @@ func validateConnection(conn map[string]string, unknown map[string]bool) []error
 		add(validateHostKey(k))
 	}
 	if f := conn["known_hosts_file"]; !unknown["known_hosts_file"] && f != "" {
-		add(validateKnownHostsFile(f))
+		add(validateSSHPath("known_hosts_file", f))
+	}
+	if f := conn["agent_socket_path"]; !unknown["agent_socket_path"] && f != "" {
+		add(validateSSHPath("agentSocketPath", f))
+	}
+	if n := conn["per_dial_timeout"]; !unknown["per_dial_timeout"] && n != "" {
+		if v, err := strconv.Atoi(n); err != nil || v < 0 {
+			add(fmt.Errorf("connection.perDialTimeout %q: want whole seconds (0: the default, 10)", n))
+		}
+	}
+	// pulumi-command has these; this provider authenticates with a key (privateKey, agentSocketPath or the
+	// provider's own) and connects directly, so it refuses them rather than ignore them.
+	for _, k := range []string{"password", "private_key_password", "proxy"} {
+		if _, ok := conn[k]; ok || unknown[k] {
+			add(fmt.Errorf("connection.%s is not supported by this provider: use an unencrypted privateKey "+
+				"or agentSocketPath, and a direct connection", connectionInputNames[k]))
+		}
 	}
 	if !unknown["host_key"] && !unknown["known_hosts_file"] && conn["host_key"] == "" && conn["known_hosts_file"] == "" {
 		add(errHostKeyRequired)
@@ -566,11 +666,11 @@ func validateHostKey(k string) error {
 	return nil
 }
 
-// validateKnownHostsFile refuses what ssh would split (whitespace) or expand (%tokens, ${VAR}).
-func validateKnownHostsFile(f string) error {
+// validateSSHPath refuses what ssh would split (whitespace) or expand (%tokens, ${VAR}) in a path option.
+func validateSSHPath(field, f string) error {
 	if strings.ContainsFunc(f, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) ||
 		strings.ContainsAny(f, "%$") {
-		return fmt.Errorf("connection.known_hosts_file %q: no whitespace, %% or $ in the path", f)
+		return fmt.Errorf("connection.%s %q: no whitespace, %% or $ in the path", field, f)
 	}
 	return nil
 }
@@ -595,7 +695,7 @@ func sshArgs(t sshTarget, knownHosts, agentSock string, withKnownHostsCommand bo
 		"-o", "VerifyHostKeyDNS=no",
 		"-o", "UpdateHostKeys=no",
 		"-o", "ForwardAgent=no",
-		"-o", "ConnectTimeout=10",
+		"-o", "ConnectTimeout=" + strconv.Itoa(max(t.connectTimeout, 1)),
 	}
 	if withKnownHostsCommand {
 		args = append(args, "-o", "KnownHostsCommand=none")
@@ -668,8 +768,17 @@ func socketBase() string {
 	return base
 }
 
-// connectionFields flattens a connection object into strings and names its unknown fields (an
-// unknown connection reports all of them as unknown).
+// connectionInputNames: the connection's fields as pulumi-command's SDK sends them (camelCase), by the
+// names used here (vllm-fleet-command's own, snake_case, which it still accepts).
+var connectionInputNames = map[string]string{
+	"host": "host", "port": "port", "user": "user", "private_key": "privateKey", "host_key": "hostKey",
+	"known_hosts_file": "known_hosts_file", "agent_socket_path": "agentSocketPath",
+	"per_dial_timeout": "perDialTimeout", "dial_error_limit": "dialErrorLimit", "password": "password",
+	"private_key_password": "privateKeyPassword", "proxy": "proxy",
+}
+
+// connectionFields flattens a connection object into strings (an object, e.g. a proxy, as "{...}") under
+// the snake_case names, and names its unknown fields (an unknown connection reports all of them).
 func connectionFields(v resource.PropertyValue) (map[string]string, map[string]bool) {
 	known, unknown := map[string]string{}, map[string]bool{}
 	v = plain(v)
@@ -682,12 +791,24 @@ func connectionFields(v resource.PropertyValue) (map[string]string, map[string]b
 	if !v.IsObject() {
 		return known, unknown
 	}
+	snake := map[string]string{}
+	for k, wire := range connectionInputNames {
+		snake[wire] = k
+	}
 	for k, item := range v.ObjectValue() {
+		name := string(k)
+		if s, ok := snake[name]; ok {
+			name = s
+		}
 		item = plain(item)
-		if item.ContainsUnknowns() {
-			unknown[string(k)] = true
+		if item.IsNull() {
+			continue
+		} else if item.ContainsUnknowns() {
+			unknown[name] = true
 		} else if s, ok := scalarString(item); ok {
-			known[string(k)] = s
+			known[name] = s
+		} else {
+			known[name] = "{...}"
 		}
 	}
 	return known, unknown
@@ -748,22 +869,52 @@ func output(cmd *exec.Cmd, prefix string) (string, string, error) {
 	return out, errText, nil
 }
 
-func checkType(typ, urn string) error {
-	t := typ
-	if t == "" {
-		t = string(resource.URN(urn).Type())
+// commandTypes: the resource types served, by package (a binary serves one; both are accepted).
+var commandTypes = map[string]string{
+	localType: "local", remoteType: "remote",
+	commandPkg + ":local:Command": "local", commandPkg + ":remote:Command": "remote",
+}
+
+// typeOf: the request's type, else its URN's (older engines send only the URN).
+func typeOf(typ, urn string) string {
+	if typ == "" && urn != "" {
+		return string(resource.URN(urn).Type())
 	}
-	if t != localType && t != remoteType {
-		return fmt.Errorf("unknown resource type %q (this provider has %s and %s)", t, localType, remoteType)
+	return typ
+}
+
+func checkType(typ, urn string) error {
+	t := typeOf(typ, urn)
+	if commandTypes[t] == "" {
+		return fmt.Errorf("unknown resource type %q (this provider has %s)", t,
+			strings.Join(sortedKeys(commandTypes), ", "))
 	}
 	return nil
 }
 
 func isRemote(typ, urn string) bool {
-	if typ == "" {
-		typ = string(resource.URN(urn).Type())
+	return commandTypes[typeOf(typ, urn)] == "remote"
+}
+
+// interpreter is the local command's argv before the command itself: pulumi-command's `interpreter`
+// input, by default /bin/sh -c.
+func interpreter(props resource.PropertyMap) ([]string, error) {
+	v := plain(props["interpreter"])
+	if v.IsNull() {
+		return []string{"/bin/sh", "-c"}, nil
 	}
-	return typ == remoteType
+	if !v.IsArray() || len(v.ArrayValue()) == 0 {
+		return nil, errors.New("interpreter: want a non-empty list of strings (program and arguments)")
+	}
+	var argv []string
+	for _, item := range v.ArrayValue() {
+		item = plain(item)
+		if !item.IsString() || item.StringValue() == "" {
+			return nil, errors.New("interpreter: want a non-empty list of strings (program and arguments)")
+		}
+		argv = append(argv, item.StringValue())
+	}
+	return argv, nil
 }
 
 func unmarshal(s *structpb.Struct) (resource.PropertyMap, error) {

@@ -571,3 +571,84 @@ func TestProviderSecrets(t *testing.T) {
 		t.Fatalf("bad secret_environment: %v %v", err, check.GetFailures())
 	}
 }
+
+// TestRunRemoteSDKConnection: the connection as pulumi-command's SDK sends it (camelCase): privateKey
+// and hostKey, or an agent of the caller's (agentSocketPath); the host key is pinned whatever the
+// shape, and what this provider does not implement (password, proxy) is refused, never ignored.
+func TestRunRemoteSDKConnection(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no ssh client")
+	}
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Setenv("SSH_AUTH_SOCK", "")
+	hostSigner, clientSigner := newSigner(t), newSigner(t)
+	port := startSSHServer(t, hostSigner, clientSigner.PublicKey(), func(command string, stdin []byte) (string, uint32) {
+		return "ran " + command, 0
+	})
+	pemKey := string(pem.EncodeToMemory(must(ssh.MarshalPrivateKey(clientSigner.key, ""))))
+	pin := authorizedKey(t, hostSigner.PublicKey())
+	conn := func(extra map[string]any) resource.PropertyValue {
+		m := map[string]any{"host": "127.0.0.1", "port": float64(port), "user": "tester"}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return resource.NewObjectProperty(resource.NewPropertyMapFromMap(m))
+	}
+	if out, stderr, err := runRemote(context.Background(), conn(map[string]any{"privateKey": pemKey, "hostKey": pin}),
+		"true", nil, ""); err != nil || out != "ran sh -s" {
+		t.Fatalf("privateKey + hostKey: %q, %v (stderr %q)", out, err, stderr)
+	}
+	// The caller's agent: a socket path in the inputs, the key never.
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	stop, err := serveKey(sock, clientSigner.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if out, stderr, err := runRemote(context.Background(), conn(map[string]any{"agentSocketPath": sock, "hostKey": pin}),
+		"true", nil, ""); err != nil || out != "ran sh -s" {
+		t.Fatalf("agentSocketPath: %q, %v (stderr %q)", out, err, stderr)
+	}
+	// The pin holds with the agent too: another host key is refused.
+	other := authorizedKey(t, newSigner(t).PublicKey())
+	if _, _, err := runRemote(context.Background(), conn(map[string]any{"agentSocketPath": sock, "hostKey": other}),
+		"true", nil, ""); err == nil || !strings.Contains(err.Error(), "Host key verification failed") {
+		t.Fatalf("wrong hostKey: %v", err)
+	}
+	// pulumi-command ignores the host key when none is given; this provider refuses to connect.
+	if _, _, err := runRemote(context.Background(), conn(map[string]any{"agentSocketPath": sock}),
+		"true", nil, ""); err == nil || !strings.Contains(err.Error(), "connection.host_key is required") {
+		t.Fatalf("no hostKey: %v", err)
+	}
+	for field, value := range map[string]any{
+		"password": "pw", "privateKeyPassword": "pw", "proxy": map[string]any{"host": "10.0.0.9"},
+	} {
+		_, _, err := runRemote(context.Background(), conn(map[string]any{"hostKey": pin, field: value}), "true", nil, pemKey)
+		if err == nil || !strings.Contains(err.Error(), "connection."+field+" is not supported") {
+			t.Errorf("%s: %v", field, err)
+		}
+	}
+}
+
+// TestCheckSDKConnection: Check reads the SDK's camelCase connection, as the engine sends it at preview.
+func TestCheckSDKConnection(t *testing.T) {
+	pin := authorizedKey(t, newSigner(t).PublicKey())
+	check := func(conn map[string]any) []*pulumirpc.CheckFailure {
+		t.Helper()
+		news := must(marshal(resource.NewPropertyMapFromMap(map[string]any{"create": "true", "connection": conn})))
+		resp, err := (&commandProvider{pkg: upstreamPkg}).Check(context.Background(),
+			&pulumirpc.CheckRequest{Type: "command:remote:Command", News: news})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetFailures()
+	}
+	if f := check(map[string]any{"host": "10.20.0.11", "hostKey": pin, "agentSocketPath": "/run/a.sock"}); len(f) != 0 {
+		t.Fatalf("good: %v", f)
+	}
+	f := check(map[string]any{"host": "10.20.0.11", "agentSocketPath": "/run/a b"})
+	if len(f) != 2 || !strings.Contains(f[0].Reason+f[1].Reason, "host_key is required") ||
+		!strings.Contains(f[0].Reason+f[1].Reason, "connection.agentSocketPath") {
+		t.Fatalf("no pin, bad socket path: %v", f)
+	}
+}
