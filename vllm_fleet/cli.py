@@ -229,10 +229,15 @@ def up_cmd(
     from vllm_fleet.fleet_plan import FleetError
     from vllm_fleet.lab.fleet import lab_fleet_up
     from vllm_fleet.rollout.live import RolloutWatch
+    from vllm_fleet.rollout.phases import converge_activities
     from vllm_fleet.up_report import lab_api_key_file, print_up_report
 
+    log_path = project_root() / "out" / "pulumi" / f"up-{stack_name}.log"
     try:
-        with RolloutWatch(out, project_root() / "out" / "pulumi" / f"up-{stack_name}.log", verbose=verbose) as watch:
+        with (
+            converge_activities() as phase_dir,
+            RolloutWatch(out, log_path, verbose=verbose, phase_dir=phase_dir) as watch,
+        ):
             run = lab_fleet_up(
                 hosts,
                 stack_name,

@@ -4,6 +4,8 @@ On a terminal: a live table (rich), redrawn twice a second from the engine's fir
 the lab's own set-up, prints as usual), left on screen when the run ends. Anywhere else
 (CI, a pipe, a log file): one line per change, no cursor codes. Pulumi's own output goes to a log file, whose
 path is printed first; ``verbose`` shows it on the console as well (then the progress comes as lines).
+While a host converges, its state says what the converge is doing (``converging › draining``): read every second
+from the directory the converges write it to (``rollout/phases.py``), which the engine cannot see inside one step.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from vllm_fleet.rollout.phases import read_activities
 from vllm_fleet.rollout.progress import Progress, change_lines, render
 
 
@@ -28,11 +31,22 @@ class RolloutWatch:
     """``on_event`` and ``on_output`` for ``deploy.up``; use it as a context manager around the run."""
 
     def __init__(
-        self, console: Console, log_path: Path, *, verbose: bool = False, clock: Callable[[], float] = time.time
+        self,
+        console: Console,
+        log_path: Path,
+        *,
+        verbose: bool = False,
+        clock: Callable[[], float] = time.time,
+        phase_dir: Path | None = None,
+        poll_s: float = 1.0,
     ) -> None:
         self.console, self.log_path, self.verbose, self.clock = console, log_path, verbose, clock
+        self.phase_dir, self.poll_s = phase_dir, poll_s
+        """Where the converges write what they are doing (``rollout/phases.py``), read every ``poll_s``."""
         self.progress = Progress()
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
         self._log: IO[str] | None = None
         self._live: Live | None = None
         self._tty = console.is_terminal and not verbose
@@ -44,9 +58,15 @@ class RolloutWatch:
         os.fchmod(fd, 0o600)  # a log left by an earlier run keeps no wider mode
         self._log = os.fdopen(fd, "w", encoding="utf-8")
         self._say(f"pulumi's own output: {self.log_path}")
+        if self.phase_dir is not None:
+            self._poller = threading.Thread(target=self._poll, name="rollout-phases", daemon=True)
+            self._poller.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join()
         self.finish(stopped=exc is not None)
         if self._live is not None:
             self._live.stop()  # the last table stays on screen
@@ -81,6 +101,21 @@ class RolloutWatch:
             lines = [] if self._tty else change_lines(self.progress, changed, now)
         for line in lines:
             self._say(line)
+
+    def poll_phases(self) -> None:
+        """Read the converges' activities once (the poller does, every ``poll_s``)."""
+        if self.phase_dir is None:
+            return
+        found = read_activities(self.phase_dir)
+        with self._lock:
+            changed = self.progress.note_activities(found)
+            lines = [] if self._tty else change_lines(self.progress, changed, self.clock())
+        for line in lines:
+            self._say(line)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self.poll_phases()
 
     def _table(self) -> Text:
         with self._lock:

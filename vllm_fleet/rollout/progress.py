@@ -36,6 +36,7 @@ Phase = Literal[
 Group = Literal["batch", "new", "?"]
 FINISHED: tuple[Phase, ...] = ("done", "unchanged", "failed", "rolled back", "interrupted", "untouched")
 FAILED: tuple[Phase, ...] = ("failed", "rolled back")
+CONVERGING: tuple[Phase, ...] = ("provisioning", "converging")
 ROLLED_BACK_MARKER = "Restored the last-known-good config"
 """What the vllm_service role's failure says when the host is back on its last-known-good (tasks/rollback.yml)."""
 ROLLOUT = ""
@@ -56,6 +57,13 @@ class HostProgress:
     ran: bool = False
     """A step of this host ran a command (else every step was ``same``: the host is unchanged)."""
     detail: str = ""
+    activity: str = ""
+    """What its converge is doing now (draining, restarting …: ``rollout/phases.py``), while it converges."""
+
+    @property
+    def state(self) -> str:
+        """The phase, with the converge's activity while it runs: ``converging › draining``."""
+        return f"{self.phase} › {self.activity}" if self.activity and self.phase in CONVERGING else self.phase
 
 
 @dataclass
@@ -95,6 +103,20 @@ class Progress:
         if event.summary_event is not None:
             return self.finish(at, stopped=any(h.phase in FAILED for h in self.hosts.values()))
         return []
+
+    def note_activities(self, activities: dict[str, tuple[str, float]]) -> list[str]:
+        """Take what each converge is doing now (``rollout.phases.read_activities``); return the hosts whose
+        activity changed. Only a converging host takes one, and only one reported since its step began."""
+        changed = []
+        for name, (activity, since) in activities.items():
+            host = self.hosts.get(name)
+            if host is None or host.phase not in CONVERGING or activity == host.activity:
+                continue
+            if host.started is not None and since < host.started:
+                continue
+            host.activity = activity
+            changed.append(name)
+        return changed
 
     def finish(self, at: float, *, stopped: bool) -> list[str]:
         """The run ended (``stopped``: by a failure); hosts never started are left untouched then. Nothing to say
@@ -153,6 +175,7 @@ class Progress:
         host.ran = True
         host.started = host.started if host.started is not None else at
         host.phase = _running(step, meta.op)
+        host.activity = ""
         return [host.name]
 
     def _outputs(self, meta: StepEventMetadata, at: float) -> list[str]:
@@ -257,7 +280,7 @@ def elapsed(h: HostProgress, now: float) -> str:
 def render(p: Progress, now: float) -> list[str]:
     """The header and one aligned row per host (host, batch, state, elapsed, detail): the live table's text."""
     rows = [("host", "batch", "state", "elapsed", "detail")]
-    rows += [(h.name, batch_label(p, h), h.phase, elapsed(h, now), h.detail) for h in p.hosts.values()]
+    rows += [(h.name, batch_label(p, h), h.state, elapsed(h, now), h.detail) for h in p.hosts.values()]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     table = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4] for r in rows]
     return [header(p, now), *(line.rstrip() for line in table)]
@@ -276,5 +299,5 @@ def change_lines(p: Progress, changed: list[str], now: float) -> list[str]:
         detail = f" ({h.detail})" if h.detail else ""
         took = f" after {elapsed(h, now)}" if h.phase in FINISHED and h.started is not None else ""
         group = f"batch {batch_label(p, h)}" if h.group == "batch" else batch_label(p, h)
-        out.append(f"[{since}] {h.name} ({group}): {h.phase}{took}{detail}")
+        out.append(f"[{since}] {h.name} ({group}): {h.state}{took}{detail}")
     return out
