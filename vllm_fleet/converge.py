@@ -4,31 +4,37 @@
 
     python -m vllm_fleet.converge smoke        (the rollout gate after a converge)
 
+    python -m vllm_fleet.converge preflight    (the script on stdin, run on the host over SSH)
+
 Input comes from the environment, so secrets never appear on a command line:
   VLLM_FLEET_NODE     JSON: host (with its pinned host_key), profile name, vLLM version, rendered vllm_config,
                       role vars
-  VLLM_FLEET_SSH_KEY  the controller's SSH private key (a Pulumi secret)
-  VLLM_FLEET_API_KEY  the node's API key (optional, a Pulumi secret)
-
-The two secrets are set by the command provider from its own configuration (held once per stack, see
-vllm_fleet/pulumi/commands.py), never from the node's inputs, which hold no secret.
+  VLLM_FLEET_SECRETS  the stack (<project>/<stack>) whose config holds the SSH private key and the node's API
+                      key (vllm_fleet/pulumi/stack_secrets.py): read now, never in the node's inputs
+  VLLM_FLEET_SSH_KEY  or the SSH private key itself, and
+  VLLM_FLEET_API_KEY  the node's API key (a caller of our own, e.g. a test)
 
 Both secrets are taken out of this process's environment at once: the SSH key goes to the run's ssh-agent, the
 API key to ansible-playbook's environment only (vllm_fleet.ansible.run_playbook); neither is written to a file.
+Without any SSH key, the controller's own agent (SSH_AUTH_SOCK) is used.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
 import sys
 from typing import Any
 
-from vllm_fleet.ansible import InventoryHost, PlaybookResult, run_playbook
+from vllm_fleet.ansible import InventoryHost, PlaybookResult, check_hosts, known_hosts_line, run_playbook, ssh_args
 from vllm_fleet.catalog import load_hardware
+from vllm_fleet.private_dir import PrivateDir
+from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV, stack_secrets
 
 PLAYBOOKS = {"apply": "site.yml", "remove": "remove.yml"}
-ACTIONS = (*PLAYBOOKS, "smoke")
+ACTIONS = (*PLAYBOOKS, "smoke", "preflight")
 
 
 def extravars(node: dict[str, Any]) -> dict[str, Any]:
@@ -55,15 +61,37 @@ def extravars(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def converge(action: str, node: dict[str, Any], ssh_key: str | None, api_key: str | None) -> PlaybookResult:
+def inventory_host(node: dict[str, Any]) -> InventoryHost:
     host = node["host"]
-    target = InventoryHost(
+    return InventoryHost(
         host["name"],
         host["address"],
         host.get("ssh_user", "root"),
         host.get("ssh_port", 22),
         host_key=host.get("host_key"),
     )
+
+
+def preflight(node: dict[str, Any], script: str, ssh_key: str | None) -> int:
+    """Run ``script`` (`sh -s`) on the host with the system ssh: the one host-key policy (the pinned key in a
+    known_hosts file of the run's own, strict, no other known_hosts), the key from an agent, never argv."""
+    target = inventory_host(node)
+    check_hosts([target], connect=True)
+    with PrivateDir() as private:
+        known_hosts = private.file("known_hosts", known_hosts_line(target) + "\n")
+        env = {**os.environ, **private.marker}
+        if ssh_key is not None:
+            env.update(private.start_agent(ssh_key))
+        argv = [
+            "ssh", "-p", str(target.port), *shlex.split(ssh_args(known_hosts)),
+            "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", "-o", "ForwardAgent=no",
+            "--", f"{target.user}@{target.address}", "sh -s",
+        ]  # fmt: skip
+        return subprocess.run(argv, input=script, text=True, env=env, check=False).returncode
+
+
+def converge(action: str, node: dict[str, Any], ssh_key: str | None, api_key: str | None) -> PlaybookResult:
+    target = inventory_host(node)
     return run_playbook(
         PLAYBOOKS[action],
         [target],
@@ -91,14 +119,24 @@ def smoke_gate(node: dict[str, Any], api_key: str | None) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in ACTIONS:
-        print("usage: python -m vllm_fleet.converge apply|remove|smoke", file=sys.stderr)
+        print("usage: python -m vllm_fleet.converge apply|remove|smoke|preflight", file=sys.stderr)
         return 2
     node = json.loads(os.environ["VLLM_FLEET_NODE"])
     # Out of the environment: no child (ansible-playbook, ssh, the smoke command) inherits them from here.
     ssh_key = os.environ.pop("VLLM_FLEET_SSH_KEY", None) or None
     api_key = os.environ.pop("VLLM_FLEET_API_KEY", None) or None
+    stack = os.environ.pop(SECRETS_ENV, None)
+    if stack:
+        try:
+            stack_ssh_key, stack_api_key = stack_secrets(stack)
+        except (RuntimeError, ValueError) as err:
+            print(f"{argv[0]} {node['host']['name']}: {err}", file=sys.stderr)
+            return 1
+        ssh_key, api_key = ssh_key or stack_ssh_key, api_key or stack_api_key
     if argv[0] == "smoke":
         return smoke_gate(node, api_key)
+    if argv[0] == "preflight":
+        return preflight(node, sys.stdin.read(), ssh_key)
     name = node["host"]["name"]
     try:
         result = converge(argv[0], node, ssh_key, api_key)

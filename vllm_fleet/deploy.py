@@ -15,6 +15,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +159,24 @@ def forget_legacy_commands(st: Any, log: Callable[[str], None] = print) -> list[
         forgotten.append(urn)
 
 
+def migrate_commands(st: Any, log: Callable[[str], None] = print) -> list[str]:
+    """Move the stack's `vllm-fleet-command` resources to pulumi-command's `command` package by editing its state
+    (vllm_fleet/pulumi/state_migration.py): no command runs, none is deleted. Returns what was done."""
+    from vllm_fleet.pulumi.state_migration import migrate_deployment
+
+    exported = json.loads(_pulumi(st, "stack", "export"))
+    deployment, done = migrate_deployment(exported.get("deployment") or {})
+    if not done:
+        return []
+    for line in done:
+        log(f"state: {line}")
+    with tempfile.TemporaryDirectory(prefix="vllm-fleet-migrate-") as tmp:
+        path = Path(tmp) / "deployment.json"  # ciphertext only: the state's secrets stay encrypted
+        path.write_text(json.dumps({**exported, "deployment": deployment}), encoding="utf-8")
+        _pulumi(st, "stack", "import", "--file", str(path))
+    return done
+
+
 def stale_locks(backend: Path, project: str, stack_name: str, hostname: str | None = None) -> list[Path]:
     """Lock files of a file-backend stack left by a `pulumi` process of this machine that no longer runs
     (killed mid-update: SIGKILL, a lost terminal). A lock of a live process, or of another machine, is kept."""
@@ -202,5 +221,6 @@ def up(
 ) -> dict[str, Any]:
     """`pulumi up`: its text to ``on_output``, its engine events (for the progress display) to ``on_event``."""
     forget_legacy_commands(st, on_output)
+    migrate_commands(st, on_output)
     result = st.up(on_output=on_output, on_event=on_event, color="never")
     return {k: v.value for k, v in result.outputs.items()}

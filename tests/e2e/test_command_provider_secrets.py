@@ -24,9 +24,16 @@ def test_old_stack_moves_its_keys_to_the_provider_without_a_delete(tmp_path: Pat
 
     from vllm_fleet.deploy import ensure_engine
     from vllm_fleet.pulumi.commands import API_KEY, CommandProvider, LocalCommand
-    from vllm_fleet.pulumi.gpu_node import api_key_version
 
     engine = ensure_engine()
+
+    def key_version(provider: CommandProvider, key: Any) -> Any:  # 0.3's api-key-version, on the provider
+        new = "python3 -c 'import uuid; print(uuid.uuid4())'"
+        secret = {"VLLM_FLEET_API_KEY": pulumi.Output.secret(key)}
+        opts = pulumi.ResourceOptions(provider=provider)
+        version = LocalCommand("api-key-version", create=new, update=new, environment=secret, opts=opts)
+        return version.stdout.apply(lambda out: out.strip())
+
     mark = tmp_path / "mark"
     # Each run leaves "<action> <sha256 of the key it got>" (not the key): create/update converge, delete removes.
     digest = '"$(printf %s "$VLLM_FLEET_API_KEY" | sha256sum | cut -c1-16)"'
@@ -48,7 +55,7 @@ def test_old_stack_moves_its_keys_to_the_provider_without_a_delete(tmp_path: Pat
         LocalCommand(
             "node1-converge",
             **runs,
-            environment={**node, "VLLM_FLEET_API_KEY_VERSION": api_key_version(provider, key)},
+            environment={**node, "VLLM_FLEET_API_KEY_VERSION": key_version(provider, key)},
             secret_environment={"VLLM_FLEET_API_KEY": API_KEY},
             opts=pulumi.ResourceOptions(provider=provider),
         )

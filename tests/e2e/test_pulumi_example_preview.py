@@ -45,9 +45,9 @@ def test_example_fleet_previews(tmp_path: Path) -> None:
     try:
         preview = st.preview(color="never")
         creates = preview.change_summary.get(auto.OpType.CREATE, 0)
-        # stack + the command provider (no apiKey here: no api-key-version) + 3 GpuNodes + (preflight, converge,
-        # smoke) per host
-        assert creates == 1 + 1 + 3 + 3 * 3, preview.change_summary
+        # stack + 3 GpuNodes + (preflight, converge, smoke) per host (no apiKey here: no api-key-version; the
+        # default `command` provider is not counted)
+        assert creates == 1 + 3 + 3 * 3, preview.change_summary
         assert "gpu-l40-a" in preview.stdout
     finally:
         st.workspace.remove_stack("example", force=True)

@@ -16,14 +16,14 @@ pytestmark = pytest.mark.e2e
 
 def fake_fleet(version: str, failing: str | None) -> Any:
     import pulumi
+    from pulumi_command.local import Command as LocalCommand
 
-    from vllm_fleet.pulumi.commands import CommandProvider, LocalCommand
     from vllm_fleet.pulumi.names import GPU_NODE_TYPE, RolloutPlan, node_step_name, pause_name
 
     class Node(pulumi.ComponentResource):
-        def __init__(self, name: str, provider: CommandProvider, after: list[pulumi.Resource], took: int) -> None:
+        def __init__(self, name: str, after: list[pulumi.Resource], took: int) -> None:
             super().__init__(GPU_NODE_TYPE, name, None, pulumi.ResourceOptions(depends_on=after))
-            child = pulumi.ResourceOptions(parent=self, provider=provider)
+            child = pulumi.ResourceOptions(parent=self)
             pre = LocalCommand(node_step_name(name, "preflight"), create="true", opts=child)
             work = "exit 3" if name == failing else f"sleep {took}"
             converge = LocalCommand(
@@ -43,20 +43,19 @@ def fake_fleet(version: str, failing: str | None) -> Any:
             self.register_outputs({})
 
     def program() -> None:
-        provider = CommandProvider("commands")
         plan = RolloutPlan(batches=[["a"], ["b", "c"]], new=[["d"]], canary=True, smoke=True, pause_s=1)
         pulumi.log.info(plan.message())
-        canary = Node("a", provider, [], 1)
+        canary = Node("a", [], 1)
         pause = LocalCommand(
             pause_name(0),
             create="sleep 1",
             update="sleep 1",
             environment={"VERSION": version},
-            opts=pulumi.ResourceOptions(provider=provider, depends_on=[canary.gate]),
+            opts=pulumi.ResourceOptions(depends_on=[canary.gate]),
         )
-        Node("b", provider, [pause], 1)
-        Node("c", provider, [pause], 1)
-        Node("d", provider, [], 3)  # a new host, still converging when the canary fails
+        Node("b", [pause], 1)
+        Node("c", [pause], 1)
+        Node("d", [], 3)  # a new host, still converging when the canary fails
 
     return program
 

@@ -25,8 +25,8 @@ class Mocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.resources.append(args)
         outputs = dict(args.inputs)
-        if args.typ.startswith("vllm-fleet-command:"):  # as the provider: stdout is always a string
-            outputs["stdout"] = "os=debian-12\ngpu=none" if "connection" in args.inputs else f"{args.name} out\n"
+        if args.typ.startswith("command:"):  # as the provider: stdout is always a string
+            outputs["stdout"] = f"{args.name} out\n"
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -94,24 +94,27 @@ def test_program_registers_one_node_per_host() -> None:
     for r in mocks.resources:
         by_type.setdefault(r.typ, []).append(r.name)
     assert sorted(by_type["vllm-fleet:index:GpuNode"]) == ["gpu-4090-a", "gpu-4090-b", "gpu-l40-a"]
-    commands = sorted(by_type["vllm-fleet-command:local:Command"] + by_type["vllm-fleet-command:remote:Command"])
+    assert "command:remote:Command" not in by_type  # SSH is the system ssh's, host key pinned, from local commands
+    commands = sorted(by_type["command:local:Command"])
     assert commands == sorted(
         ["api-key-version"]
         + [f"{h}-{c}" for h in ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a") for c in ("preflight", "converge", "smoke")]
     )
-    hosts = ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a")
-    assert sorted(by_type["vllm-fleet-command:remote:Command"]) == [f"{h}-preflight" for h in hosts]  # over SSH
+    preflight = next(r for r in mocks.resources if r.name == "gpu-4090-a-preflight")
+    assert preflight.inputs["create"].endswith("-m vllm_fleet.converge preflight") and "sh -s" not in preflight.inputs
+    host = json.loads(preflight.inputs["environment"]["VLLM_FLEET_NODE"])["host"]
+    assert host["host_key"].startswith("ssh-ed25519 ") and preflight.inputs["stdin"].startswith("set -eu")
+    assert preflight.inputs["triggers"] == [host["address"], host["ssh_port"]]  # a new address: a new preflight
     converge = next(r for r in mocks.resources if r.name == "gpu-4090-a-converge")
     env = converge.inputs["environment"]
     assert SECRET_SIG not in env  # the node's spec is not a secret: it carries none (role_vars refuse them)
     node = json.loads(env["VLLM_FLEET_NODE"])
     assert node["vllm_config"]["max-num-seqs"] == 16
     assert "triggers" not in converge.inputs  # changes update in place; a replacement would run `remove`
-    # The keys come from the provider, named only: the converge gets both, the smoke gate the API key.
-    keys = {"VLLM_FLEET_SSH_KEY": "sshPrivateKey", "VLLM_FLEET_API_KEY": "apiKey"}
-    assert converge.inputs["secret_environment"] == keys
+    # The keys are the stack's, named only: the commands get the stack whose secrets the engine's run holds.
     smoke = next(r for r in mocks.resources if r.name == "gpu-4090-a-smoke")
-    assert smoke.inputs["secret_environment"] == {"VLLM_FLEET_API_KEY": "apiKey"}
+    for r in (preflight, converge, smoke):
+        assert r.inputs["environment"]["VLLM_FLEET_SECRETS"] == "vllm-fleet/test"
     # The gate gets what it reads (address, effective profile) and reruns with every converge (its digest).
     target = json.loads(smoke.inputs["environment"]["VLLM_FLEET_NODE"])
     assert target == {
@@ -123,20 +126,15 @@ def test_program_registers_one_node_per_host() -> None:
 
 def test_secrets_are_held_once_per_stack_not_per_node() -> None:
     mocks = run_program(example_fleet())
-    providers = [r for r in mocks.resources if r.typ == "pulumi:providers:vllm-fleet-command"]
-    assert [p.name for p in providers] == ["commands"]
-    for key, value in (("sshPrivateKey", SSH_KEY), ("apiKey", API_KEY)):
-        assert providers[0].inputs[key] == {SECRET_SIG: SECRET_VALUE, "value": value}
+    assert not [r for r in mocks.resources if r.typ.startswith("pulumi:providers:")]  # the default provider
     version = next(r for r in mocks.resources if r.name == "api-key-version")
     assert version.inputs["environment"] == {SECRET_SIG: SECRET_VALUE, "value": {"VLLM_FLEET_API_KEY": API_KEY}}
     holders = [r.name for r in mocks.resources if SSH_KEY in json.dumps(r.inputs) or API_KEY in json.dumps(r.inputs)]
-    assert sorted(holders) == ["api-key-version", "commands"]  # no node's resource holds a key
+    assert holders == ["api-key-version"]  # no node's resource holds a key
     for r in mocks.resources:
         if r.name.endswith(("-converge", "-smoke")):
             # Not the key: a token that changes with it, so a rotated key converges every node again.
             assert r.inputs["environment"]["VLLM_FLEET_API_KEY_VERSION"] == "api-key-version out"
-        if r.name.endswith("-preflight"):
-            assert "private_key" not in r.inputs["connection"]  # the provider's key
 
 
 @pytest.fixture(autouse=True)

@@ -28,20 +28,19 @@ from vllm_fleet.rollout.live import RolloutWatch
 from vllm_fleet.rollout.progress import ROLLED_BACK_MARKER, Progress, change_lines, render
 
 STACK = "urn:pulumi:lab::vllm-fleet::"
-COMMAND = {"preflight": "vllm-fleet-command:remote:Command", "converge": "vllm-fleet-command:local:Command"}
+COMMAND = "command:local:Command"  # every step of a node (pulumi_command's local.Command)
 _seq = count()
 
 
 def urn(host: str, step: str) -> str:
     """A node's command URN, spelt out (not through the name helpers: this pins the names the program makes)."""
-    kind = COMMAND.get(step, "vllm-fleet-command:local:Command")
-    return f"{STACK}vllm-fleet:index:GpuNode${kind}::{host}-{step}"
+    return f"{STACK}vllm-fleet:index:GpuNode${COMMAND}::{host}-{step}"
 
 
 def meta(op: str, urn: str) -> StepEventMetadata:
     kind = urn.split("::")[2].rsplit("$", 1)[-1]
     return StepEventMetadata(
-        op=OpType(op), urn=urn, type=kind, provider=f"{STACK}pulumi:providers:vllm-fleet-command::commands::id"
+        op=OpType(op), urn=urn, type=kind, provider=f"{STACK}pulumi:providers:command::default_1_2_1::id"
     )
 
 
@@ -83,10 +82,10 @@ def engine_noise(t: float) -> list[EngineEvent]:
     return [
         diag(t, "resource registration prepared: ty=vllm-fleet:index:GpuNode, name=node1\n", "debug"),
         pre(t, "same", f"{STACK}pulumi:pulumi:Stack::vllm-fleet-lab"),
-        pre(t, "same", f"{STACK}pulumi:providers:vllm-fleet-command::commands"),
-        outs(t, "same", f"{STACK}pulumi:providers:vllm-fleet-command::commands"),
-        pre(t, "same", f"{STACK}vllm-fleet-command:local:Command::api-key-version"),
-        outs(t, "same", f"{STACK}vllm-fleet-command:local:Command::api-key-version"),
+        pre(t, "same", f"{STACK}pulumi:providers:command::default_1_2_1"),
+        outs(t, "same", f"{STACK}pulumi:providers:command::default_1_2_1"),
+        pre(t, "same", f"{STACK}command:local:Command::api-key-version"),
+        outs(t, "same", f"{STACK}command:local:Command::api-key-version"),
         pre(t, "same", f"{STACK}vllm-fleet:index:GpuNode::node1"),
         outs(t, "same", f"{STACK}vllm-fleet:index:GpuNode::node1"),
     ]
@@ -247,18 +246,16 @@ def test_the_pause_between_batches_shows_in_the_header() -> None:
         p, [plan_note(0, plan), *step(0, 1, "node1", "preflight", "same"), *step(1, 50, "node1", "converge", "update")]
     )
     feed(p, [*step(50, 60, "node1", "smoke", "update")])
-    lines = feed(p, [pre(60, "update", f"{STACK}vllm-fleet-command:local:Command::{pause_name(0)}")])
+    lines = feed(p, [pre(60, "update", f"{STACK}command:local:Command::{pause_name(0)}")])
     assert lines == [
         "[1m00s] rollout: batch 1 of 2 (pause after batch 1: 0s of 30s) · hosts done 1/2 · failures 0 · 1m00s"
     ]
     assert render(p, 75)[0].startswith("rollout: batch 1 of 2 (pause after batch 1: 15s of 30s)")
-    feed(p, [outs(90, "update", f"{STACK}vllm-fleet-command:local:Command::{pause_name(0)}")])
+    feed(p, [outs(90, "update", f"{STACK}command:local:Command::{pause_name(0)}")])
     assert render(p, 91)[0] == "rollout: batch 1 of 2 · hosts done 1/2 · failures 0 · 1m31s"
     # A pause that does not run (no host of its batch changed) is no pause.
     q = Progress()
-    assert (
-        q.apply(pre(1, "same", f"{STACK}vllm-fleet-command:local:Command::{pause_name(0)}")) == [] and q.pause is None
-    )
+    assert q.apply(pre(1, "same", f"{STACK}command:local:Command::{pause_name(0)}")) == [] and q.pause is None
 
 
 def test_unknown_resources_and_messages_are_ignored() -> None:
@@ -268,15 +265,15 @@ def test_unknown_resources_and_messages_are_ignored() -> None:
     ignored = [
         *engine_noise(1),
         # Not a GpuNode's child, though named like one; another program's component's child; a node's unknown child.
-        pre(2, "create", f"{STACK}vllm-fleet-command:local:Command::node1-converge"),
-        pre(2, "create", f"{STACK}other:index:Thing$vllm-fleet-command:local:Command::node2-smoke"),
-        pre(2, "create", f"{STACK}vllm-fleet:index:GpuNode$vllm-fleet-command:local:Command::node1-backup"),
-        failed(3, "create", f"{STACK}vllm-fleet-command:local:Command::node1-converge"),
-        diag(3, "boom\n", "error", f"{STACK}vllm-fleet-command:local:Command::node1-converge"),
+        pre(2, "create", f"{STACK}command:local:Command::node1-converge"),
+        pre(2, "create", f"{STACK}other:index:Thing$command:local:Command::node2-smoke"),
+        pre(2, "create", f"{STACK}vllm-fleet:index:GpuNode$command:local:Command::node1-backup"),
+        failed(3, "create", f"{STACK}command:local:Command::node1-converge"),
+        diag(3, "boom\n", "error", f"{STACK}command:local:Command::node1-converge"),
         diag(3, "warning: something about a plugin\n", "warning"),
         diag(3, "vllm-fleet rollout plan: {not json\n"),
         diag(3, 'vllm-fleet rollout plan: {"batches": 3}\n'),
-        pre(3, "create", f"{STACK}vllm-fleet-command:local:Command::rollout-pause-x"),
+        pre(3, "create", f"{STACK}command:local:Command::rollout-pause-x"),
         event(3),
     ]
     for e in ignored:
@@ -334,7 +331,7 @@ def test_the_program_notes_its_plan_for_the_display(monkeypatch: pytest.MonkeyPa
     expected = [["gpu-4090-a"], ["gpu-4090-b"]]
     assert plans == [RolloutPlan(batches=expected, new=[["gpu-l40-a"]], canary=True, smoke=True, pause_s=5)]
     # Every command the program registered for a node maps back to its host and step.
-    steps = {split_node_step(r.name) for r in mocks.resources if r.typ.startswith("vllm-fleet-command:")}
+    steps = {split_node_step(r.name) for r in mocks.resources if r.typ.startswith("command:")}
     assert {s for s in steps if s is not None} == {
         (h, s) for h in ("gpu-4090-a", "gpu-4090-b", "gpu-l40-a") for s in ("preflight", "converge", "smoke")
     }

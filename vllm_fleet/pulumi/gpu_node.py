@@ -1,4 +1,11 @@
-"""`GpuNode`: a bare-metal vLLM node as a Pulumi ComponentResource (preflight → converge → smoke gate)."""
+"""`GpuNode`: a bare-metal vLLM node as a Pulumi ComponentResource (preflight → converge → smoke gate).
+
+Its steps are `pulumi_command` local commands (`command:local:Command`), served by our build of the `command`
+provider or by upstream's where it is installed (docs/pulumi.md). Every SSH connection is the system ssh's with
+the host key pinned (`python -m vllm_fleet.converge`), so the preflight is a local command too: pulumi-command's
+remote.Command would also keep its connection as a secret per node in state (O(nodes²), docs/scale.md).
+The commands name the stack whose secrets they use (``VLLM_FLEET_SECRETS``), never a secret's value
+(vllm_fleet/pulumi/stack_secrets.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from pulumi_command.local import Command
 
 from vllm_fleet.digest import json_digest
 from vllm_fleet.fleet_plan import NodeSpec
-from vllm_fleet.pulumi.commands import API_KEY, SSH_KEY, CommandProvider, LocalCommand, RemoteCommand
 from vllm_fleet.pulumi.names import GPU_NODE_TYPE, node_step_name, pause_name
+from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV
 
 PREFLIGHT = r"""set -eu
 . /etc/os-release
@@ -30,19 +38,15 @@ esac
 """
 
 
-SECRET_ENV = {"VLLM_FLEET_SSH_KEY": SSH_KEY, "VLLM_FLEET_API_KEY": API_KEY}
-"""What the converge gets from the provider's secrets (none is in a node's own inputs or state)."""
-
-
 @dataclass
 class GpuNodeArgs:
-    """Inputs of one node. No secret: the SSH and API keys are the provider's (once per stack)."""
+    """Inputs of one node. No secret: the SSH and API keys are the stack's (stack_secrets), named by ``stack``."""
 
     node: NodeSpec
     """The resolved host: profile, rendered config (computed before any resource is registered)."""
-    provider: CommandProvider
-    """The stack's command provider, holding the SSH private key (absent: the controller's own SSH keys /
-    agent) and the API key (written to a root-only file on the node by the role)."""
+    stack: str
+    """``<project>/<stack>``: whose secrets the commands use (the SSH key, absent: the controller's own agent;
+    the API key, written to a root-only file on the node by the role)."""
     converge_digest: str
     """Hash of the roles, templates and playbooks: a change re-converges every node."""
     api_key_version: pulumi.Input[str] | None = None
@@ -62,19 +66,18 @@ class GpuNode(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GPU_NODE_TYPE, name, None, opts)
         node = args.node
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        child = pulumi.ResourceOptions(parent=self)
+        python = shlex.quote(sys.executable)
+        secrets = {SECRETS_ENV: args.stack}
 
-        self.preflight = RemoteCommand(
+        # The one host-key policy: the key pinned in the fleet spec, strict, no fallback (the system ssh).
+        reach = {"name": node.name, "address": node.address, "ssh_port": node.ssh_port, "ssh_user": node.ssh_user}
+        check = f"{python} -m vllm_fleet.converge preflight"
+        self.preflight = Command(
             node_step_name(name, "preflight"),
-            connection={
-                "host": node.address,
-                "port": node.ssh_port,
-                "user": node.ssh_user,
-                # No private_key: the provider's sshPrivateKey (or the controller's own keys / agent).
-                # The one host-key policy: the key pinned in the fleet spec, strict, no fallback.
-                "host_key": node.host_key,
-            },
-            create=PREFLIGHT,
+            create=check,
+            stdin=PREFLIGHT,
+            environment={"VLLM_FLEET_NODE": json.dumps({"host": {**reach, "host_key": node.host_key}}), **secrets},
             triggers=[node.address, node.ssh_port],
             opts=child,
         )
@@ -104,21 +107,20 @@ class GpuNode(pulumi.ComponentResource):
         env: dict[str, pulumi.Input[str]] = {
             # Not key-sorted: vllm_config's order is the config file's (its sha256 is config_hash).
             "VLLM_FLEET_NODE": json.dumps(spec),
+            **secrets,
             # In the inputs (not `triggers`): a trigger change REPLACES the command, which would run its
             # delete (the removal playbook) on a live node; an input change runs `update` = converge.
             "VLLM_FLEET_CONVERGE_DIGEST": self.inputs_digest,
         }
         if args.api_key_version is not None:
             env["VLLM_FLEET_API_KEY_VERSION"] = args.api_key_version
-        python = shlex.quote(sys.executable)
         converge = f"{python} -m vllm_fleet.converge apply"
-        self.converge = LocalCommand(
+        self.converge = Command(
             node_step_name(name, "converge"),
             create=converge,
             update=converge,
             delete=f"{python} -m vllm_fleet.converge remove",
             environment=env,
-            secret_environment=SECRET_ENV,
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.preflight])),
         )
         gate: pulumi.Resource = self.converge
@@ -127,13 +129,12 @@ class GpuNode(pulumi.ComponentResource):
             # What the gate reads (the node's address, its effective profile), not the whole spec: every byte of
             # a command's inputs is serialised again at each of the engine's per-step checkpoints.
             target = {"host": {"name": node.name, "address": node.address}, "profile_data": node.profile_data}
-            self.smoke = LocalCommand(
+            self.smoke = Command(
                 node_step_name(name, "smoke"),
                 create=smoke,
                 update=smoke,
                 # The converge's digest: the gate runs again after every converge (and with a new API key).
                 environment={**env, "VLLM_FLEET_NODE": json.dumps(target)},
-                secret_environment={k: v for k, v in SECRET_ENV.items() if k != "VLLM_FLEET_SSH_KEY"},
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.converge])),
             )
             gate = self.smoke
@@ -152,31 +153,30 @@ class GpuNode(pulumi.ComponentResource):
         )
 
 
-def api_key_version(provider: CommandProvider, api_key: pulumi.Input[str]) -> pulumi.Output[str]:
+def api_key_version(api_key: pulumi.Input[str]) -> pulumi.Output[str]:
     """A random token that changes exactly when the API key does, to put in the nodes' (non-secret) inputs.
 
-    The key itself is kept once per stack (this command's input, the provider's config), never in a node's
+    The key itself is kept once per stack (this command's input, and the stack's config), never in a node's
     state; a hash of it would be guessable for a short key. This command runs (prints a new UUID) only when
     its environment, the key, changed."""
     new = f"{shlex.quote(sys.executable)} -c 'import uuid; print(uuid.uuid4())'"
-    version = LocalCommand(
+    version = Command(
         "api-key-version",
         create=new,
         update=new,
         environment={"VLLM_FLEET_API_KEY": pulumi.Output.secret(api_key)},
-        opts=pulumi.ResourceOptions(provider=provider),
     )
     return version.stdout.apply(lambda out: out.strip())
 
 
-def rollout_pause(k: int, seconds: float, batch: list[GpuNode], provider: CommandProvider) -> LocalCommand:
+def rollout_pause(k: int, seconds: float, batch: list[GpuNode]) -> Command:
     """The wait after rollout batch ``k`` passed its gate: it runs again only when a host of that batch
     changed (its inputs carry the batch's converge digests), so a no-op ``up`` does not wait."""
     wait = f"{shlex.quote(sys.executable)} -c 'import sys, time; time.sleep(float(sys.argv[1]))' {seconds:g}"
-    return LocalCommand(
+    return Command(
         pause_name(k),
         create=wait,
         update=wait,
         environment={"VLLM_FLEET_BATCH": json_digest([g.inputs_digest for g in batch])},
-        opts=pulumi.ResourceOptions(depends_on=[g.gate for g in batch], provider=provider),
+        opts=pulumi.ResourceOptions(depends_on=[g.gate for g in batch]),
     )

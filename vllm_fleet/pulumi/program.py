@@ -19,7 +19,6 @@ from vllm_fleet.digest import tree_files, update_with_files
 from vllm_fleet.fleet_plan import FleetError, NodeSpec
 from vllm_fleet.fleet_source import FILE, INLINE, in_file, stack_fleet
 from vllm_fleet.paths import project_root
-from vllm_fleet.pulumi.commands import CommandProvider
 from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs, api_key_version, rollout_pause
 from vllm_fleet.pulumi.names import RolloutPlan
 from vllm_fleet.pulumi.plan_cache import cached_plan
@@ -52,11 +51,11 @@ def run() -> None:
     except FleetError as err:
         # Fails the preview/update before any resource is registered, naming each field and its fix.
         raise pulumi.RunError(str(err)) from None
-    # The secrets, once per stack: the command provider holds them and hands each command the ones it names.
-    # Without a key in config, SSH falls back to the controller's own keys / agent.
+    # The secrets, once per stack, in its config: the commands name the stack, never a value, and read them when
+    # they run (stack_secrets). Without a key in config, SSH uses the controller's own agent.
+    stack = f"{pulumi.get_project()}/{pulumi.get_stack()}"
     api_key = cfg.get_secret("apiKey")
-    provider = CommandProvider("commands", ssh_private_key=cfg.get_secret("sshPrivateKey"), api_key=api_key)
-    key_version = api_key_version(provider, api_key) if api_key is not None else None
+    key_version = api_key_version(api_key) if api_key is not None else None
     digest = converge_digest()
     smoke = cfg.get_bool("smoke") is not False  # the gate is on unless the stack turns it off
 
@@ -65,7 +64,7 @@ def run() -> None:
             spec.name,
             GpuNodeArgs(
                 node=spec,
-                provider=provider,
+                stack=stack,
                 api_key_version=key_version,
                 converge_digest=digest,
                 role_vars=fleet.role_vars,
@@ -95,7 +94,7 @@ def run() -> None:
         nodes = [node(n, previous) for n in batch]
         previous = [g.gate for g in nodes]
         if fleet.pause_s and k < len(batches) - 1:
-            previous = [rollout_pause(k, fleet.pause_s, nodes, provider)]
+            previous = [rollout_pause(k, fleet.pause_s, nodes)]
     # New hosts: nothing to protect, provisioned beside the rollout, provision_parallel at a time.
     wave: list[pulumi.Resource] = []
     for batch in waves:
