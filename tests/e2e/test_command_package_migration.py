@@ -1,6 +1,7 @@
 """A stack of `vllm-fleet-command` resources (the stack's keys on its explicit provider) moves to pulumi-command's
-`command` package with the real engine: `deploy.migrate_commands` edits the state, no delete runs (the removal
-playbook would take a live node out of service), and the next `up` runs nothing at all -- no create, no update."""
+`command` package with the real engine, and no delete runs (the removal playbook would take a live node out of
+service): through `vllm-fleet up` (`deploy.migrate_commands` edits the state), the next `up` runs nothing at all --
+no create, no update; through a plain `pulumi up`, the GpuNode's aliases make it an in-place update."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from tests.e2e.inline_stack import inline_stack
 pytestmark = pytest.mark.e2e
 
 
-def test_vllm_fleet_command_stack_moves_to_pulumi_command_without_running_anything(tmp_path: Path) -> None:
+@pytest.mark.parametrize("edit", [True, False], ids=["vllm-fleet-up", "plain-pulumi-up"])
+def test_vllm_fleet_command_stack_moves_to_pulumi_command_without_a_delete(tmp_path: Path, edit: bool) -> None:
     import pulumi
     import pulumi_command
     from pulumi import automation as auto
 
     from vllm_fleet.deploy import ensure_engine, migrate_commands
     from vllm_fleet.pulumi.commands import API_KEY, CommandProvider, LocalCommand
+    from vllm_fleet.pulumi.gpu_node import was
     from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV
 
     engine = ensure_engine()
@@ -38,7 +41,7 @@ def test_vllm_fleet_command_stack_moves_to_pulumi_command_without_running_anythi
             if phase["new"]:  # the program now: pulumi_command, the stack named, its keys in stack config
                 pulumi_command.local.Command(
                     f"{node}-converge", **runs, environment={**env, SECRETS_ENV: stack},
-                    opts=pulumi.ResourceOptions(parent=parent),
+                    opts=pulumi.ResourceOptions(parent=parent, aliases=was("local")),
                 )  # fmt: skip
                 continue
             LocalCommand(
@@ -53,23 +56,32 @@ def test_vllm_fleet_command_stack_moves_to_pulumi_command_without_running_anythi
         assert sorted(mark.read_text().splitlines()) == ["create node1", "create node2"]
 
         logged: list[str] = []
-        done = migrate_commands(st, logged.append)
-        assert len(done) == 3 and all(line.startswith("state: ") for line in logged)
-        resources = st.export_stack().deployment["resources"]
-        types = sorted({r["type"] for r in resources})
-        assert not [t for t in types if "vllm-fleet-command" in t], types
-        state = json.dumps(resources)
-        assert "k-999999999999" not in state and "ciphertext" not in state  # the keys left the state
+        if edit:
+            done = migrate_commands(st, logged.append)
+            assert len(done) == 3 and all(line.startswith("state: ") for line in logged)
+            resources = st.export_stack().deployment["resources"]
+            assert not [r["type"] for r in resources if "vllm-fleet-command" in r["type"]]
+            state = json.dumps(resources)
+            assert "k-999999999999" not in state and "ciphertext" not in state  # the keys left the state
 
         phase["new"] = True
         preview = st.preview(color="never")
-        assert set(preview.change_summary) == {"same"}, preview.change_summary
+        if edit:
+            assert set(preview.change_summary) == {"same"}, preview.change_summary
         result = st.up(color="never")
-        assert set(result.summary.resource_changes or {}) == {"same"}, result.summary.resource_changes
-        assert sorted(mark.read_text().splitlines()) == ["create node1", "create node2"]  # nothing ran
-        assert migrate_commands(st, logged.append) == []  # done once
+        ran = sorted(mark.read_text().splitlines())
+        if edit:
+            assert set(result.summary.resource_changes or {}) == {"same"}, result.summary.resource_changes
+            assert ran == ["create node1", "create node2"]  # nothing ran
+        else:  # the alias: the same resource, its inputs changed (secret_environment gone): updated in place
+            assert ran == ["create node1", "create node2", "update node1", "update node2"], ran
+        resources = st.export_stack().deployment["resources"]
+        assert not [r["type"] for r in resources if "vllm-fleet-command" in r["type"]]
+        assert migrate_commands(st, logged.append) == []  # nothing (left) to move
+        assert set(st.preview(color="never").change_summary) == {"same"}
 
         st.destroy(color="never")  # the converge's delete, through the command package's provider
-        assert sorted(mark.read_text().splitlines())[-2:] == ["delete node1", "delete node2"]
+        deletes = sorted(line for line in mark.read_text().splitlines() if line.startswith("delete"))
+        assert deletes == ["delete node1", "delete node2"]
     finally:
         st.workspace.remove_stack(st.name, force=True)

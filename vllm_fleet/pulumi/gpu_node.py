@@ -38,6 +38,13 @@ esac
 """
 
 
+def was(kind: str) -> list[pulumi.Alias]:
+    """The command's type before `pulumi_command` (`vllm-fleet-command:<kind>:Command`), as an alias: a stack
+    not yet moved over by `vllm-fleet up` (vllm_fleet/pulumi/state_migration.py) then gets an in-place update
+    from a plain `pulumi up`, not a new command and the old one's delete (the removal playbook on a live node)."""
+    return [pulumi.Alias(type_=f"vllm-fleet-command:{kind}:Command")]
+
+
 @dataclass
 class GpuNodeArgs:
     """Inputs of one node. No secret: the SSH and API keys are the stack's (stack_secrets), named by ``stack``."""
@@ -66,7 +73,6 @@ class GpuNode(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(GPU_NODE_TYPE, name, None, opts)
         node = args.node
-        child = pulumi.ResourceOptions(parent=self)
         python = shlex.quote(sys.executable)
         secrets = {SECRETS_ENV: args.stack}
 
@@ -79,7 +85,7 @@ class GpuNode(pulumi.ComponentResource):
             stdin=PREFLIGHT,
             environment={"VLLM_FLEET_NODE": json.dumps({"host": {**reach, "host_key": node.host_key}}), **secrets},
             triggers=[node.address, node.ssh_port],
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, aliases=was("remote")),
         )
 
         # Everything but the server's own config: when a host reports this digest from its last full converge,
@@ -121,7 +127,7 @@ class GpuNode(pulumi.ComponentResource):
             update=converge,
             delete=f"{python} -m vllm_fleet.converge remove",
             environment=env,
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.preflight])),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.preflight], aliases=was("local")),
         )
         gate: pulumi.Resource = self.converge
         if args.smoke:
@@ -135,7 +141,7 @@ class GpuNode(pulumi.ComponentResource):
                 update=smoke,
                 # The converge's digest: the gate runs again after every converge (and with a new API key).
                 environment={**env, "VLLM_FLEET_NODE": json.dumps(target)},
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.converge])),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.converge], aliases=was("local")),
             )
             gate = self.smoke
         self.gate = gate
@@ -165,6 +171,7 @@ def api_key_version(api_key: pulumi.Input[str]) -> pulumi.Output[str]:
         create=new,
         update=new,
         environment={"VLLM_FLEET_API_KEY": pulumi.Output.secret(api_key)},
+        opts=pulumi.ResourceOptions(aliases=was("local")),
     )
     return version.stdout.apply(lambda out: out.strip())
 
@@ -178,5 +185,5 @@ def rollout_pause(k: int, seconds: float, batch: list[GpuNode]) -> Command:
         create=wait,
         update=wait,
         environment={"VLLM_FLEET_BATCH": json_digest([g.inputs_digest for g in batch])},
-        opts=pulumi.ResourceOptions(depends_on=[g.gate for g in batch]),
+        opts=pulumi.ResourceOptions(depends_on=[g.gate for g in batch], aliases=was("local")),
     )
