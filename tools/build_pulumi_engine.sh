@@ -77,7 +77,7 @@ BIN_DIR="$ENGINE_DIR/bin"
 MARKER="$ENGINE_DIR/.complete"
 JOBS="${VLLM_FLEET_GO_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 BIN_FILES=(pulumi pulumi-language-python pulumi-language-python-exec pulumi-resource-pulumi-python
-	pulumi-resource-vllm-fleet-command pulumi-resource-command)
+	pulumi-resource-vllm-fleet-command)
 # Our Go sources (language host, command provider), built inside the wrapper module.
 GO_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pulumi_engine"
 
@@ -209,6 +209,8 @@ main() {
 			die "cannot install the command plugin into $ENGINE_DIR/home"
 		echo "built by tools/build_pulumi_engine.sh" >"$plugin_dir/.vllm-fleet"
 	fi
+	# Not in bin/ (on PATH): with ambient plugins on, a copy there would shadow upstream's in the plugin cache.
+	rm "$stage/pulumi-resource-command"
 
 	rm -rf "$BIN_DIR.old"
 	[[ ! -e "$BIN_DIR" ]] || mv "$BIN_DIR" "$BIN_DIR.old"
