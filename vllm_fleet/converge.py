@@ -32,6 +32,7 @@ from vllm_fleet.ansible import InventoryHost, PlaybookResult, check_hosts, known
 from vllm_fleet.catalog import load_hardware
 from vllm_fleet.private_dir import PrivateDir
 from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV, stack_secrets
+from vllm_fleet.rollout.phases import writer_from_env
 
 PLAYBOOKS = {"apply": "site.yml", "remove": "remove.yml"}
 ACTIONS = (*PLAYBOOKS, "smoke", "preflight")
@@ -99,6 +100,8 @@ def converge(action: str, node: dict[str, Any], ssh_key: str | None, api_key: st
         private_key=ssh_key,
         # Only the converge writes the key to the node (and smoke-tests with it); removing needs none.
         api_key=api_key if action == "apply" else None,
+        # What the run is doing (draining, restarting …) for `vllm-fleet up`'s live display, when it asked.
+        event_handler=writer_from_env(target.name) if action == "apply" else None,
     )
 
 
