@@ -8,9 +8,9 @@ overrides), the example's role_vars, ``batch_size: 10``, a valid pinned ed25519 
 198.18.0.0/15 (RFC 2544's benchmarking net, never routed) so no host is reached: each counts as new. The fleet is
 inline in the stack config while it fits the 128 KiB config variable (≈ 560 hosts), else in a fleet file the
 stack names (``vllm-fleet:fleetFile``). The floor is a Python program on the same CLI, language host, provider
-and venv that registers the same resources in the same order — the stack's command provider with the same two
-secrets in its config, the API key's version command, and per host one ComponentResource with 3
-`vllm-fleet-command` resources, preflight → converge → smoke, hosts in waves of ``provision_parallel`` each after
+and venv that registers the same resources in the same order — the API key's version command (the key from the
+stack's config), and per host one ComponentResource with 3 `pulumi_command` local commands (the default `command`
+provider), preflight → converge → smoke, hosts in waves of ``provision_parallel`` each after
 the last wave's gates (every host is new, as in the program) — with small inputs and nothing else. The order is
 the rollout's and costs the engine the most: each link waits for a step, and each step checkpoints the snapshot.
 
@@ -56,17 +56,14 @@ PROFILES: list[tuple[str, str, dict[str, Any]]] = [
 FLOOR_PROGRAM = '''"""The engine's floor: vllm-fleet's resource shape and ordering, small inputs."""
 import pulumi
 
-from vllm_fleet.pulumi.commands import CommandProvider, LocalCommand, RemoteCommand
-
-HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB"
+from pulumi_command.local import Command as LocalCommand
 
 
 class Node(pulumi.ComponentResource):
-    def __init__(self, name: str, provider: CommandProvider, after: list[pulumi.Resource]) -> None:
+    def __init__(self, name: str, after: list[pulumi.Resource]) -> None:
         super().__init__("floor:index:Node", name, None, pulumi.ResourceOptions(depends_on=after))
-        child = pulumi.ResourceOptions(parent=self, provider=provider)
-        connection = {"host": "198.18.0.1", "host_key": HOST_KEY}
-        preflight = RemoteCommand(f"{name}-preflight", create="true", connection=connection, opts=child)
+        child = pulumi.ResourceOptions(parent=self)
+        preflight = LocalCommand(f"{name}-preflight", create="true", opts=child)
         after_preflight = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[preflight]))
         converge = LocalCommand(f"{name}-converge", create="true", opts=after_preflight)
         after_converge = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[converge]))
@@ -76,22 +73,19 @@ class Node(pulumi.ComponentResource):
 
 cfg = pulumi.Config()
 api_key = cfg.require_secret("apiKey")
-provider = CommandProvider("commands", ssh_private_key=cfg.require_secret("sshPrivateKey"), api_key=api_key)
-LocalCommand(
-    "api-key-version", create="true", environment={"K": api_key}, opts=pulumi.ResourceOptions(provider=provider)
-)
+LocalCommand("api-key-version", create="true", environment={"K": api_key})
 # The program's order for new hosts: waves of `provision_parallel`, each after the last one's gates.
 hosts, wave_size = cfg.require_int("hosts"), cfg.require_int("wave")
 wave: list[pulumi.Resource] = []
 for start in range(0, hosts, wave_size):
-    wave = [Node(f"h{i}", provider, wave).gate for i in range(start, min(hosts, start + wave_size))]
+    wave = [Node(f"h{i}", wave).gate for i in range(start, min(hosts, start + wave_size))]
 '''
 
 
 def resources_of(n: int) -> int:
-    """Resources a preview of n hosts creates: the stack, the command provider, the API key's version command, and
-    per host a component with its preflight, converge and smoke commands."""
-    return 3 + 4 * n
+    """Resources a preview of n hosts creates: the stack, the API key's version command, and per host a component
+    with its preflight, converge and smoke commands (the default `command` provider is not counted)."""
+    return 2 + 4 * n
 
 
 CONFIG_LIMIT = 128 * 1024 - 1024

@@ -41,7 +41,8 @@ esac
 def was(kind: str) -> list[pulumi.Alias]:
     """The command's type before `pulumi_command` (`vllm-fleet-command:<kind>:Command`), as an alias: a stack
     not yet moved over by `vllm-fleet up` (vllm_fleet/pulumi/state_migration.py) then gets an in-place update
-    from a plain `pulumi up`, not a new command and the old one's delete (the removal playbook on a live node)."""
+    from a plain `pulumi up`, not a new command and the old one's delete (the removal playbook on a live node).
+    The converge only: the other commands' deletes run nothing, and an alias costs the program time per node."""
     return [pulumi.Alias(type_=f"vllm-fleet-command:{kind}:Command")]
 
 
@@ -85,7 +86,7 @@ class GpuNode(pulumi.ComponentResource):
             stdin=PREFLIGHT,
             environment={"VLLM_FLEET_NODE": json.dumps({"host": {**reach, "host_key": node.host_key}}), **secrets},
             triggers=[node.address, node.ssh_port],
-            opts=pulumi.ResourceOptions(parent=self, aliases=was("remote")),
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
         # Everything but the server's own config: when a host reports this digest from its last full converge,
@@ -141,7 +142,7 @@ class GpuNode(pulumi.ComponentResource):
                 update=smoke,
                 # The converge's digest: the gate runs again after every converge (and with a new API key).
                 environment={**env, "VLLM_FLEET_NODE": json.dumps(target)},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.converge], aliases=was("local")),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.converge]),
             )
             gate = self.smoke
         self.gate = gate
@@ -171,7 +172,6 @@ def api_key_version(api_key: pulumi.Input[str]) -> pulumi.Output[str]:
         create=new,
         update=new,
         environment={"VLLM_FLEET_API_KEY": pulumi.Output.secret(api_key)},
-        opts=pulumi.ResourceOptions(aliases=was("local")),
     )
     return version.stdout.apply(lambda out: out.strip())
 
@@ -185,5 +185,5 @@ def rollout_pause(k: int, seconds: float, batch: list[GpuNode]) -> Command:
         create=wait,
         update=wait,
         environment={"VLLM_FLEET_BATCH": json_digest([g.inputs_digest for g in batch])},
-        opts=pulumi.ResourceOptions(depends_on=[g.gate for g in batch], aliases=was("local")),
+        opts=pulumi.ResourceOptions(depends_on=[g.gate for g in batch]),
     )
