@@ -137,7 +137,15 @@ def _pulumi(st: Any, *args: str) -> str:
     return str(ws.pulumi_command.run([*args, "--stack", st.name], ws.work_dir, env).stdout)
 
 
-def forget_legacy_commands(st: Any, log: Callable[[str], None] = print) -> list[str]:
+def export(st: Any) -> dict[str, Any]:
+    """`pulumi stack export` (ciphertext only: the state's secrets stay encrypted)."""
+    exported: dict[str, Any] = json.loads(_pulumi(st, "stack", "export"))
+    return exported
+
+
+def forget_legacy_commands(
+    st: Any, log: Callable[[str], None] = print, exported: dict[str, Any] | None = None
+) -> list[str]:
     """Drop 0.1's dynamic-provider command resources from the stack's state, without running their deletes.
 
     Their type differs from the `vllm-fleet-command` resources that replace them, so Pulumi would otherwise
@@ -147,7 +155,7 @@ def forget_legacy_commands(st: Any, log: Callable[[str], None] = print) -> list[
     """
     forgotten: list[str] = []
     while True:
-        deployment = json.loads(_pulumi(st, "stack", "export")).get("deployment") or {}
+        deployment = (exported if exported is not None and not forgotten else export(st)).get("deployment") or {}
         legacy = [r["urn"] for r in deployment.get("resources") or [] if r.get("type") == LEGACY_COMMAND_TYPE]
         if not legacy:
             return forgotten
@@ -159,12 +167,12 @@ def forget_legacy_commands(st: Any, log: Callable[[str], None] = print) -> list[
         forgotten.append(urn)
 
 
-def migrate_commands(st: Any, log: Callable[[str], None] = print) -> list[str]:
+def migrate_commands(st: Any, log: Callable[[str], None] = print, exported: dict[str, Any] | None = None) -> list[str]:
     """Move the stack's `vllm-fleet-command` resources to pulumi-command's `command` package by editing its state
     (vllm_fleet/pulumi/state_migration.py): no command runs, none is deleted. Returns what was done."""
     from vllm_fleet.pulumi.state_migration import migrate_deployment
 
-    exported = json.loads(_pulumi(st, "stack", "export"))
+    exported = exported if exported is not None else export(st)
     deployment, done = migrate_deployment(exported.get("deployment") or {})
     if not done:
         return []
@@ -220,7 +228,9 @@ def up(
     st: Any, on_output: Callable[[str], None] = print, on_event: Callable[[Any], None] | None = None
 ) -> dict[str, Any]:
     """`pulumi up`: its text to ``on_output``, its engine events (for the progress display) to ``on_event``."""
-    forget_legacy_commands(st, on_output)
-    migrate_commands(st, on_output)
+    exported = export(st)  # once: a large fleet's state takes seconds to export
+    if forget_legacy_commands(st, on_output, exported):
+        exported = export(st)
+    migrate_commands(st, on_output, exported)
     result = st.up(on_output=on_output, on_event=on_event, color="never")
     return {k: v.value for k, v in result.outputs.items()}
