@@ -50,8 +50,8 @@
 #    (the engine matches a cached plugin's version exactly; ambient plugins on
 #    PATH are off in vllm_fleet/deploy.py). `pulumi plugin install resource
 #    command <ver>` (upstream's) replaces it and is kept by later builds.
-#    With another pulumi CLI: pulumi plugin install resource command <ver>
-#    --file <cache>/pulumi/<v>/bin/pulumi-resource-command
+#    With another pulumi CLI or PULUMI_HOME: pulumi plugin install resource command
+#    <ver> --file <cache>/pulumi/<v>/home/plugins/resource-command-v<ver>/pulumi-resource-command
 #
 # Gotchas (checked with this engine):
 #  * `pulumi install` downloads the plugins named by the venv's pulumi-*

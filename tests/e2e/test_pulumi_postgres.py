@@ -1,6 +1,6 @@
 """Team state on PostgreSQL: Pulumi's DIY `postgres://` backend, with Debian's PostgreSQL started by the test.
 
-A host-free stack: a tiny program of `vllm-fleet-command` LocalCommands (the provider the fleet uses) whose
+A host-free stack: a tiny program of `pulumi_command` local commands (as the fleet's GpuNode uses) whose
 `create` appends a line to a mark file, so every run of a command is counted, and whose environment holds a
 secret, so the test can see that secrets reach the database encrypted. Checked: two `pulumi up` at once (the
 second is refused by the stack lock, nothing is lost), a second controller (its own PULUMI_HOME and checkout,
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.e2e
 
 PROGRAM = """import pulumi
 
-from vllm_fleet.pulumi.commands import LocalCommand
+from pulumi_command.local import Command as LocalCommand
 
 cfg = pulumi.Config()
 mark, hold = cfg.require("mark"), cfg.require("hold")
@@ -132,10 +132,11 @@ class Controller:
             "PULUMI_BACKEND_URL": backend,
             "PULUMI_CONFIG_PASSPHRASE_FILE": str(passphrase),
         }
-        # Resource plugins are looked up in PULUMI_HOME: each operator installs the fleet's command provider.
-        provider = Path(engine.bin_dir) / "pulumi-resource-vllm-fleet-command"
+        # Resource plugins are looked up in PULUMI_HOME: each operator installs the `command` plugin the
+        # pulumi_command SDK asks for (ours, as tools/build_pulumi_engine.sh installed it for the engine).
+        (provider,) = Path(engine.home).glob("plugins/resource-command-v*/pulumi-resource-command")
         version = subprocess.run([str(provider), "-version"], check=True, capture_output=True, text=True).stdout
-        plugin = ["plugin", "install", "resource", "vllm-fleet-command", version.strip(), "--file", str(provider)]
+        plugin = ["plugin", "install", "resource", "command", version.strip(), "--file", str(provider)]
         subprocess.run(["pulumi", *plugin], env=self.env, check=True, capture_output=True, text=True)
 
     def pulumi(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -180,7 +181,7 @@ def lines(mark: Path) -> list[str]:
 
 
 def commands(urns: list[str]) -> list[str]:
-    return sorted(u.rsplit("::", 1)[-1] for u in urns if "vllm-fleet-command:local:Command" in u)
+    return sorted(u.rsplit("::", 1)[-1] for u in urns if "command:local:Command" in u)
 
 
 NAMES = [f"node{i}-converge" for i in range(NODES)]

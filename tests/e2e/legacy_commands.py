@@ -1,7 +1,7 @@
-"""Local and SSH commands as Pulumi resources of the `vllm-fleet-command` package: what stacks made before
-`pulumi_command` hold (vllm-fleet 0.3). The program now uses `pulumi_command` (vllm_fleet/pulumi/gpu_node.py) and
-`vllm-fleet up` moves such stacks over (vllm_fleet/pulumi/state_migration.py); these classes remain for the
-migration's tests, the provider's engine tests and the scale bench, and the binary still serves the package.
+"""vllm-fleet 0.3's command resources (the `vllm-fleet-command` package), kept to make stacks of that shape for
+the migration tests: the program now uses `pulumi_command` (vllm_fleet/pulumi/gpu_node.py), `vllm-fleet up` moves
+such stacks over (vllm_fleet/pulumi/state_migration.py), and the provider binary still serves the package under
+its old name for them.
 
 These play the part `pulumi-command`'s `local.Command` and `remote.Command` would. That provider is a Go
 binary whose module (`github.com/pulumi/pulumi-command/provider`) the Go module proxy refuses at every
