@@ -146,3 +146,9 @@ def test_preflight_runs_the_system_ssh_with_the_host_key_pinned(
     node["host"]["host_key"] = None
     with pytest.raises(ValueError, match="host_key"):  # no pin, no connection
         converge.preflight(node, "true\n", None)
+
+
+def test_without_pulumi_on_path_the_error_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no pulumi
+    with pytest.raises(RuntimeError, match=r"stack vllm-fleet/lab .*no `pulumi` on this command's PATH"):
+        stack_secrets("vllm-fleet/lab")

@@ -31,11 +31,17 @@ def stack_secrets(name: str, timeout: float = 120) -> tuple[str | None, str | No
     match = _NAME.match(name)
     if match is None:
         raise ValueError(f"{SECRETS_ENV}={name!r}: want <project>/<stack>")
-    proc = subprocess.run(
-        ["pulumi", "--non-interactive", "config", "--show-secrets", "--json", "--stack", match[2]],
-        capture_output=True, text=True, timeout=timeout, check=False,
-        env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"},
-    )  # fmt: skip
+    try:
+        proc = subprocess.run(
+            ["pulumi", "--non-interactive", "config", "--show-secrets", "--json", "--stack", match[2]],
+            capture_output=True, text=True, timeout=timeout, check=False,
+            env={**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "true"},
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise RuntimeError(
+            f"the config of stack {name} could not be read: no `pulumi` on this command's PATH "
+            "(run `pulumi up` with the pulumi CLI's directory on PATH: the commands read the keys with it)"
+        ) from None
     if proc.returncode != 0:
         raise RuntimeError(f"the config of stack {name} could not be read: {proc.stderr.strip()[-500:]}")
     config = json.loads(proc.stdout)
