@@ -132,7 +132,8 @@ def ssh_args(known_hosts_file: str | Path) -> str:
     )
 
 
-_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+"""An inventory host name (so it holds no template syntax, and is safe as a file name)."""
 
 
 def check_hosts(hosts: Iterable[InventoryHost], connect: bool) -> None:
@@ -140,7 +141,7 @@ def check_hosts(hosts: Iterable[InventoryHost], connect: bool) -> None:
     host has a key when the playbook connects. Messages name the host and the field, never a secret."""
     missing: list[str] = []
     for h in hosts:
-        if not _HOST_NAME.match(h.name):
+        if not HOST_NAME.match(h.name):
             raise ValueError(f"host {h.name!r}: not an inventory host name (letters, digits, '.', '_', '-')")
         for what, value, check in (("address", h.address, ssh_address), ("user", h.user, posix_user)):
             try:

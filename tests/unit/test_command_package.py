@@ -152,3 +152,17 @@ def test_without_pulumi_on_path_the_error_says_so(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no pulumi
     with pytest.raises(RuntimeError, match=r"stack vllm-fleet/lab .*no `pulumi` on this command's PATH"):
         stack_secrets("vllm-fleet/lab")
+
+
+def test_our_command_plugin_serves_the_version_the_sdk_asks_for() -> None:
+    """The Go provider's `commandVersion` and the pinned pulumi_command SDK's plugin version are one value (the
+    engine matches a plugin's version exactly: a bumped pin alone leaves every stack without its provider)."""
+    import re
+
+    from vllm_fleet.paths import project_root
+    from vllm_fleet.pulumi.state_migration import command_sdk_version
+
+    main_go = project_root() / "tools/pulumi_engine/cmd/pulumi-resource-vllm-fleet-command/main.go"
+    found = re.search(r'commandVersion\s*=\s*"([^"]+)"', main_go.read_text(encoding="utf-8"))
+    assert found is not None, main_go
+    assert found[1] == command_sdk_version()

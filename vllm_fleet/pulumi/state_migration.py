@@ -27,6 +27,8 @@ from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV
 OLD_PACKAGE, NEW_PACKAGE = "vllm-fleet-command", "command"
 OLD_PROVIDER_TYPE = f"pulumi:providers:{OLD_PACKAGE}"
 NEW_PROVIDER_TYPE = f"pulumi:providers:{NEW_PACKAGE}"
+SIG_KEY = "4dabf18193072939515e22adb298388d"
+"""Pulumi's signature key: a state value ``{SIG_KEY: <the secret signature>, "ciphertext": …}`` is a secret."""
 
 
 def command_sdk_version() -> str:
@@ -106,7 +108,7 @@ def migrate_deployment(deployment: dict[str, Any], version: str | None = None) -
             if inputs.pop("secret_environment", None):
                 env = inputs.get("environment")
                 # A secret environment (an old converge's) stays as it is: the engine then updates it in place.
-                if isinstance(env, dict) and "4dabf18193072939515e22adb298388d" not in env:
+                if isinstance(env, dict) and SIG_KEY not in env:
                     inputs["environment"] = {**env, SECRETS_ENV: _stack_name(urn)}
                 elif env is None:
                     inputs["environment"] = {SECRETS_ENV: _stack_name(urn)}

@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from vllm_fleet.ansible import HOST_NAME
 
 PHASE_DIR_ENV = "VLLM_FLEET_PHASE_DIR"
 
@@ -41,8 +42,6 @@ SERVICE_ACTIVITY = {
 """vllm_service's task files (and the playbook's smoke hook, ``playbooks/tasks/smoke.yml``) by what they do. The
 others (journal, router, stamp, restart's bookkeeping) keep the activity in progress."""
 
-_HOST_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
 
 def activity_of(event: Mapping[str, Any]) -> str | None:
     """The activity a task start announces (an ansible-runner ``runner_on_start`` event), or None to keep the
@@ -60,7 +59,7 @@ def activity_of(event: Mapping[str, Any]) -> str | None:
 
 
 def _path(directory: Path, host: str) -> Path:
-    if not _HOST_FILE.match(host):
+    if not HOST_NAME.match(host):
         raise ValueError(f"host {host!r}: not an inventory host name")
     return directory / f"{host}.json"
 
