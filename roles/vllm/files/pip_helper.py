@@ -1,7 +1,8 @@
 """vllm-fleet's helper inside the vLLM virtualenv (run with that venv's python; standard library + pip only).
 
-pip_helper.py check [--requirements-of DIST [--exclude NAME ...]] [REQUIREMENT ...]
-    Are these requirements (or DIST's own, minus extras and excluded names) installed? Prints JSON
+pip_helper.py check [--requirements-of DIST [--exclude NAME ...]] [--requirements-file FILE] [REQUIREMENT ...]
+    Are these requirements (or DIST's own, minus extras and excluded names, or FILE's: one requirement per line,
+    pip options such as --hash ignored) installed? Prints JSON
     {"satisfied": bool, "missing": [...], "requirements": [...]}; exit 0. Lets the role skip pip (and the
     index) when nothing is to do, so a no-op converge touches no network.
 pip_helper.py shim VERSION [--dry-run]
@@ -42,6 +43,18 @@ def requirements_of(dist: str, exclude: set[str]) -> list[str]:
     return out
 
 
+def requirements_in(path: Path) -> list[str]:
+    """The requirements of a pip requirements file such as a hash-locked one: comments, continuation
+    backslashes and per-requirement options (``--hash=sha256:...``) dropped; no -r/-c includes (a lock has none)."""
+    text = re.sub(r"\\\n", " ", path.read_text(encoding="utf-8"))
+    out = []
+    for line in text.splitlines():
+        req = re.split(r"\s-", re.sub(r"(^|\s)#.*", "", line), maxsplit=1)[0].strip()  # options start " -"
+        if req and not req.startswith("-"):
+            out.append(req)
+    return out
+
+
 def unsatisfied(requirements: list[str]) -> list[str]:
     missing = []
     for line in requirements:
@@ -69,6 +82,11 @@ def cmd_check(args: argparse.Namespace) -> dict[str, object]:
             reqs += requirements_of(args.requirements_of, {_norm(n) for n in args.exclude})
         except md.PackageNotFoundError:
             return {"satisfied": False, "missing": [args.requirements_of], "requirements": []}
+    if args.requirements_file:
+        try:
+            reqs += requirements_in(Path(args.requirements_file))
+        except OSError:  # not fetched yet (check mode)
+            return {"satisfied": False, "missing": [args.requirements_file], "requirements": []}
     missing = unsatisfied(reqs)
     return {"satisfied": not missing, "missing": missing, "requirements": reqs}
 
@@ -114,6 +132,7 @@ def main(argv: list[str]) -> int:
     check = sub.add_parser("check")
     check.add_argument("--requirements-of", default="")
     check.add_argument("--exclude", action="append", default=[])
+    check.add_argument("--requirements-file", default="")
     check.add_argument("requirements", nargs="*")
     shim = sub.add_parser("shim")
     shim.add_argument("version")
