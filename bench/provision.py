@@ -2,7 +2,7 @@
 """Provisioning bare hosts with `pulumi up`, on the tests' lab network (root; it brings a 4-host lab of its own up
 and takes it down at the end; the main job's lab keeps serving beside it; not while `./scripts/test` runs).
 
-    sudo .venv/bin/python bench/provision.py
+    sudo .venv/bin/python bench/provision.py [--one-host]
 
 1. **One bare host**: `pulumi up` of a stack holding only that host (the whole first converge: stand-in driver and
    toolkit packages, vLLM from the mirror, the model, the unit, the smoke gate). Then, on that host, its
@@ -12,7 +12,7 @@ and takes it down at the end; the main job's lab keeps serving beside it; not wh
    (vLLM's compile cache) emptied, started until `/health` answers; and the ratio against that start.
 2. **Three bare hosts** in one stack: new hosts have nothing to protect and are provisioned at once
    (`rollout.provision_parallel`, default 4), not in rollout batches. Prints their `pulumi up` wall / one host's
-   (goal <= 2 on a 2-core machine).
+   (goal <= 2 on a 2-core machine). `--one-host`: part 1 only.
 """
 
 from __future__ import annotations
@@ -115,7 +115,10 @@ def main() -> int:
     if os.geteuid() != 0:
         raise SystemExit("bench/provision.py needs root (the nspawn lab)")
     site_down(log=quiet)
-    site = site_up(4, log=quiet)
+    one_host = sys.argv[1:] == ["--one-host"]
+    if sys.argv[1:] and not one_host:
+        raise SystemExit("usage: bench/provision.py [--one-host]")
+    site = site_up(1 if one_host else 4, log=quiet)
     try:
         engine = ensure_engine(quiet)
         hosts = [h.name for h in site.state.hosts]
@@ -124,7 +127,7 @@ def main() -> int:
         role_vars = lab_fleet(site.state, site.model_dir)["role_vars"]
         pip_s, start_s = pip_part(site, first.ip, role_vars), start_part(site, first.ip)
         cold_s = cold_start_part(site, first.ip)
-        three = timed_up(site, engine, hosts[1:4])
+        three = None if one_host else timed_up(site, engine, hosts[1:4])
     finally:
         site_down(log=quiet)
     parts = pip_s + start_s
@@ -134,8 +137,9 @@ def main() -> int:
     print(f"  first converge / unavoidable parts:   {one / parts:7.2f}  (goal <= 1.5)")
     print(f"  its vLLM cold start (cache emptied):  {cold_s:7.1f} s")
     print(f"  first converge / (pip + cold start):  {one / (pip_s + cold_s):7.2f}")
-    print(f"three bare hosts, one `pulumi up`:      {three:7.1f} s")
-    print(f"  three / one:                          {three / one:7.2f}  (goal <= 2.0, on {os.cpu_count()} cores)")
+    if three is not None:
+        print(f"three bare hosts, one `pulumi up`:      {three:7.1f} s")
+        print(f"  three / one:                          {three / one:7.2f}  (goal <= 2.0, on {os.cpu_count()} cores)")
     return 0
 
 
