@@ -88,27 +88,26 @@ def pip_part(site: Site, ip: str, role_vars: dict[str, Any]) -> float:
     return float(end) - float(start)
 
 
-def start_part(site: Site, ip: str) -> float:
-    """vLLM's own start, timed on the host: restart until /health answers 200."""
+def timed_start(site: Site, ip: str, before: str, start: str) -> float:
+    """``before`` (not timed), then ``start`` until vLLM's /health answers 200, timed on the host."""
     script = (
-        f"s=$(date +%s.%N); systemctl restart {UNIT}; "
+        f"{before} s=$(date +%s.%N); {start}; "
         "until curl -fsS -o /dev/null http://127.0.0.1:8000/health; do sleep 0.2; done; "
         "e=$(date +%s.%N); echo $s $e"
     )
-    start, end = on_host(site, ip, script, timeout=600).split()
-    return float(end) - float(start)
+    begun, ended = on_host(site, ip, script, timeout=600).split()
+    return float(ended) - float(begun)
+
+
+def start_part(site: Site, ip: str) -> float:
+    """vLLM's own start: a restart until /health answers 200."""
+    return timed_start(site, ip, "", f"systemctl restart {UNIT}")
 
 
 def cold_start_part(site: Site, ip: str) -> float:
-    """vLLM's first start as on a bare host, timed on the host: stopped (not timed), its cache directory emptied
-    (the unit's CacheDirectory=: vLLM's compile cache), then started until /health answers 200."""
-    script = (
-        f"systemctl stop {UNIT}; rm -rf /var/cache/vllm/main/*; s=$(date +%s.%N); systemctl start {UNIT}; "
-        "until curl -fsS -o /dev/null http://127.0.0.1:8000/health; do sleep 0.2; done; "
-        "e=$(date +%s.%N); echo $s $e"
-    )
-    start, end = on_host(site, ip, script, timeout=600).split()
-    return float(end) - float(start)
+    """vLLM's first start as on a bare host: stopped (not timed), its cache directory emptied (the unit's
+    CacheDirectory=: vLLM's compile cache), then started until /health answers 200."""
+    return timed_start(site, ip, f"systemctl stop {UNIT}; rm -rf /var/cache/vllm/main/*;", f"systemctl start {UNIT}")
 
 
 def main() -> int:
