@@ -8,10 +8,13 @@ import base64
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,6 +25,8 @@ from vllm_fleet.vllm.check import find_vllm_python
 from vllm_fleet.vllm.render import config_yaml, render
 
 ROOT = Path(__file__).resolve().parents[2]
+Run = Callable[..., Any]
+Tool = Callable[[str], str]
 PIP_HELPER = ROOT / "roles" / "vllm" / "files" / "pip_helper.py"
 CHECK_CONFIG = ROOT / "roles" / "vllm_service" / "files" / "check_config.py"
 API_KEY_EXEC = ROOT / "roles" / "vllm_service" / "files" / "vllm-api-key-exec"
@@ -118,6 +123,97 @@ def test_a_mirror_lock_installs_in_one_step_and_a_changed_wheel_is_refused(venv:
     }
     missing = helper(venv, "check", "--requirements-file", str(tmp_path / "not-fetched.txt"))
     assert missing["satisfied"] is False  # check mode: the lock is not fetched yet
+
+
+def _install_play(
+    run: Run, tool: Tool, tmp_path: Path, wheels: Path, background: bool, after_lock: Callable[[], object] = list
+) -> tuple[int, str]:
+    """The vllm role's install (tasks_from install.yml), then its `wait` entry point, run by Ansible on this machine
+    against a mirror on disk (``after_lock`` runs once the mirror wrote its lock): what playbooks/site.yml does
+    around the NVIDIA driver and toolkit."""
+    mirror = tmp_path / "mirror"
+    write_wheel_tree(mirror, {"closure": wheels}, HashCache(tmp_path / "hashes.json"))
+    after_lock()
+    lock = mirror / "locks" / "closure.txt"
+    play = tmp_path / "install.yml"
+    job = "{{ _vllm_pip_job.ansible_job_id | default('none') }}"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {"name": "Start", "ansible.builtin.set_fact": {"_vllm_install_started": True}},
+                        {
+                            "name": "Install",
+                            "ansible.builtin.include_role": {"name": "vllm", "tasks_from": "install.yml"},
+                            "vars": {"vllm_install_background": background},
+                        },
+                        {"name": "Job", "ansible.builtin.debug": {"msg": f"pip job: {job}."}},
+                        {"name": "Wait", "ansible.builtin.include_role": {"name": "vllm", "tasks_from": "wait"}},
+                    ],
+                }
+            ]
+        )
+    )
+    extra = tmp_path / "extra.yml"
+    variables = {
+        "ansible_python_interpreter": sys.executable,
+        "vllm_python": sys.executable,
+        "vllm_venv": str(tmp_path / "venv"),
+        "vllm_version": "0.32.0",
+        "vllm_package": "vllm",
+        "vllm_pip_index_url": (mirror / "simple").as_uri() + "/",
+        "vllm_pip_extra_args": ["--isolated"],
+        "vllm_pip_lock_url": lock.as_uri(),
+        "vllm_pip_lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest(),
+    }
+    extra.write_text(yaml.safe_dump(variables))
+    proc = run([tool("ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", f"@{extra}", str(play)])
+    return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the role writes its files as root (CI runs as root)")
+@pytest.mark.parametrize("background", [True, False])
+def test_the_install_in_the_background_is_waited_for_and_finished(
+    run: Run, tool: Tool, tmp_path: Path, background: bool
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "vllm", "0.32.0")
+    _wheel(wheels, "beta", "2.5")
+    rc, out = _install_play(run, tool, tmp_path, wheels, background)
+    assert rc == 0, out[-3000:]
+    started = re.search(r"pip job: ([^.]+)\.", out)
+    assert started is not None, out[-3000:]
+    assert (started[1] != "none") is background  # a job id: pip went on in the background
+    assert vllm_version_in(tmp_path / "venv") == "0.32.0"  # the wait's finish checked it too
+    record = (tmp_path / "venv" / ".vllm-fleet" / "installed").read_text()
+    assert (
+        "version=0.32.0" in record
+        and "lock=" + hashlib.sha256((tmp_path / "mirror" / "locks" / "closure.txt").read_bytes()).hexdigest() in record
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the role writes its files as root (CI runs as root)")
+def test_a_failed_background_install_fails_the_wait_with_pips_error(run: Run, tool: Tool, tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "vllm", "0.32.0")
+    _wheel(wheels, "beta", "2.5")
+    rc, out = _install_play(run, tool, tmp_path, wheels, background=True)
+    assert rc == 0, out[-3000:]
+    # A new lock (beta 2.6), then the mirror's wheel changed under it: pip refuses it, in the background.
+    (wheels / "beta-2.5-py3-none-any.whl").unlink()
+    _wheel(wheels, "beta", "2.6")
+    rc, out = _install_play(
+        run, tool, tmp_path, wheels, background=True, after_lock=lambda: _wheel(wheels, "beta", "2.6", body="x = 1\n")
+    )
+    assert rc != 0
+    assert "Wait for the pip install running in the background" in out, out[-3000:]
+    assert "DO NOT MATCH THE HASHES" in out, out[-3000:]
+    assert helper(tmp_path / "venv", "check", "beta==2.5")["satisfied"] is True  # the old install is as it was
 
 
 def test_no_lock_for_a_directory_that_is_not_one_closure(tmp_path: Path) -> None:
