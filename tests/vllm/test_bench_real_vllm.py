@@ -105,7 +105,10 @@ def test_with_speculation_tpot_is_the_per_token_time(tmp_path: Path) -> None:
     assert one.server["itl"].observations < one.completion_tokens - 1
     assert one.itl_gaps < one.completion_tokens - 1
     span = one.itl_mean_s * one.itl_gaps  # one request: the chunk gaps sum to latency - TTFT
-    assert one.tpot_p50_s * (one.completion_tokens - 1) == pytest.approx(span, rel=1e-3)
+    # Both figures are rounded to the microsecond, and each rounding error is multiplied by its count: a burst of
+    # 64 tokens in 0.68 ms (CI, once) reads TPOT 11 us for 10.7 us, 2.6 % over. The tolerance is those roundings.
+    rounding = 0.5e-6 * ((one.completion_tokens - 1) + one.itl_gaps)
+    assert one.tpot_p50_s * (one.completion_tokens - 1) == pytest.approx(span, rel=1e-3, abs=rounding)
     assert one.server["tpot"].observations == 1
 
 
