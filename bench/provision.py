@@ -14,6 +14,10 @@ and takes it down at the end; the main job's lab keeps serving beside it; not wh
 2. **Three bare hosts** in one stack: new hosts have nothing to protect and are provisioned at once
    (`rollout.provision_parallel`, default 4), not in rollout batches. Prints their `pulumi up` wall / one host's
    (goal <= 2 on a 2-core machine). `--one-host`: part 1 only.
+
+Each `pulumi up` also counts the machine's busy CPU time (/proc/stat, every process: the lab hosts share the
+controller's cores): three hosts' work divided by the cores is the least wall time this machine allows them, and
+one host's busy cores on average say how much of the machine one converge already takes.
 """
 
 from __future__ import annotations
@@ -53,18 +57,25 @@ def on_host(site: Site, ip: str, script: str, timeout: float = 1800) -> str:
     return done.stdout
 
 
-def timed_up(site: Site, engine: Any, names: list[str]) -> float:
-    """`pulumi up` of a fresh stack holding these lab hosts; its wall time. The stack is removed afterwards (its
-    hosts go down with the lab)."""
+def busy_cpu_s() -> float:
+    """The machine's busy CPU seconds since boot, all cores (/proc/stat: every state but idle and iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # guest time is already in user
+
+
+def timed_up(site: Site, engine: Any, names: list[str]) -> tuple[float, float]:
+    """`pulumi up` of a fresh stack holding these lab hosts; its wall time and the machine's busy CPU seconds
+    during it. The stack is removed afterwards (its hosts go down with the lab)."""
     fleet = lab_fleet(site.state, site.model_dir)
     fleet["hosts"] = [h for h in fleet["hosts"] if h["name"] in names]
     name = f"bench-provision-{secrets.token_hex(3)}"
     st = stack(engine, name)
     try:
         configure(st, fleet, Path(site.state.ssh_key).read_text(), lab_api_key())
-        start = time.monotonic()
+        start, cpu = time.monotonic(), busy_cpu_s()
         up(st, on_output=quiet)
-        return time.monotonic() - start
+        return time.monotonic() - start, busy_cpu_s() - cpu
     finally:
         st.workspace.remove_stack(name, force=True)
         (project_root() / f"Pulumi.{name}.yaml").unlink(missing_ok=True)
@@ -126,24 +137,31 @@ def main() -> int:
     try:
         engine = ensure_engine(quiet)
         hosts = [h.name for h in site.state.hosts]
-        one = timed_up(site, engine, hosts[:1])
+        one, one_cpu = timed_up(site, engine, hosts[:1])
         first = site.state.hosts[0]
         role_vars = lab_fleet(site.state, site.model_dir)["role_vars"]
         pip_s, start_s = pip_part(site, first.ip, role_vars), start_part(site, first.ip)
         cold_s = cold_start_part(site, first.ip)
         three = None if one_host else timed_up(site, engine, hosts[1:4])
+        parts = pip_s + start_s
+        print(f"one bare host, `pulumi up`:            {one:7.1f} s")
+        print(f"  its pip install (same wheels, mirror): {pip_s:7.1f} s")
+        print(f"  its vLLM start to /health:            {start_s:7.1f} s")
+        print(f"  first converge / unavoidable parts:   {one / parts:7.2f}  (goal <= 1.5)")
+        print(f"  its vLLM cold start (cache emptied):  {cold_s:7.1f} s")
+        print(f"  first converge / (pip + cold start):  {one / (pip_s + cold_s):7.2f}")
+        cores = os.cpu_count() or 1
+        print(f"  busy CPU during it (whole machine):   {one_cpu:7.1f} core-s, {one_cpu / one:.2f} of {cores} cores")
+        if three is not None:
+            wall3, cpu3 = three
+            print(f"three bare hosts, one `pulumi up`:      {wall3:7.1f} s")
+            print(f"  three / one:                          {wall3 / one:7.2f}  (goal <= 2.0, on {cores} cores)")
+            print(f"  busy CPU during it (whole machine):   {cpu3:7.1f} core-s, {cpu3 / wall3:.2f} of {cores} cores")
+            print(f"  CPU work three / one:                 {cpu3 / one_cpu:7.2f}")
+            floor = cpu3 / cores
+            print(f"  least wall on {cores} cores (work / cores): {floor:5.1f} s; wall / that: {wall3 / floor:.2f}")
     finally:
-        site_down(log=quiet)
-    parts = pip_s + start_s
-    print(f"one bare host, `pulumi up`:            {one:7.1f} s")
-    print(f"  its pip install (same wheels, mirror): {pip_s:7.1f} s")
-    print(f"  its vLLM start to /health:            {start_s:7.1f} s")
-    print(f"  first converge / unavoidable parts:   {one / parts:7.2f}  (goal <= 1.5)")
-    print(f"  its vLLM cold start (cache emptied):  {cold_s:7.1f} s")
-    print(f"  first converge / (pip + cold start):  {one / (pip_s + cold_s):7.2f}")
-    if three is not None:
-        print(f"three bare hosts, one `pulumi up`:      {three:7.1f} s")
-        print(f"  three / one:                          {three / one:7.2f}  (goal <= 2.0, on {os.cpu_count()} cores)")
+        site_down(log=quiet)  # after the figures are printed: a failed teardown loses none
     return 0
 
 
