@@ -18,7 +18,7 @@ modules); this script is its command line.
 
 Usage::
 
-    python3 tools/extract_vllm_flags.py            # default range 0.8.2..0.33.0
+    python3 tools/extract_vllm_flags.py            # the table's own range: 0.8.2 .. its newest release
     python3 tools/extract_vllm_flags.py --minors-only --max 0.20.0
     python3 tools/extract_vllm_flags.py --offline  # cache only, never the network
 
@@ -32,6 +32,7 @@ Dependencies: the standard library only (PyYAML is not needed).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -45,13 +46,19 @@ from vllm_fleet.vllm.extract.pysource import ReleaseSource  # noqa: E402
 
 DEFAULT_OUT = REPO_ROOT / "vllm_fleet" / "vllm" / "data" / "engine_args.json"
 DEFAULT_MIN = "0.8.2"
-DEFAULT_MAX = "0.33.0"
+
+
+def table_newest(path: Path = DEFAULT_OUT) -> str:
+    """The newest release the committed table holds: re-running keeps the range, onboarding widens it
+    (tools/onboard_vllm_release.py). No release is named here by hand."""
+    versions: list[str] = json.loads(path.read_text())["versions"]
+    return versions[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--min", default=DEFAULT_MIN, help="first vLLM version (default %(default)s)")
-    ap.add_argument("--max", default=DEFAULT_MAX, help="last vLLM version (default %(default)s)")
+    ap.add_argument("--max", help="last vLLM version (default: the committed table's newest)")
     ap.add_argument("--minors-only", action="store_true", help="only x.y.0 releases (plus --min)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output JSON (default %(default)s)")
     ap.add_argument("--offline", action="store_true", help="use only the cache, no network")
@@ -61,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     cache = releases.cache_root()
     index = releases.load_index(cache, opts.offline)
-    arts = releases.select_versions(index, opts.min, opts.max, opts.minors_only)
+    arts = releases.select_versions(index, opts.min, opts.max or table_newest(), opts.minors_only)
     if not arts:
         releases.log("no versions selected")
         return 1

@@ -271,7 +271,7 @@ class DecodeProfile(_Strict):
     """Hardware catalog key the profile is tuned for (``rtx4090``, ``l40``, ``h100-sxm``…)."""
     gpus: int = Field(default=1, ge=1, le=16)
     """GPUs on the node used by this server."""
-    vllm_version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    vllm_version: str = Field(pattern=r"^\d+(\.\d+){2,3}(\.post\d+)?$")
     """The pinned vLLM release the flags are rendered for."""
 
     model: ModelConfig

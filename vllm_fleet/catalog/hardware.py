@@ -29,7 +29,11 @@ class Hardware(BaseModel):
     compute_capability: str | None
     """CUDA SM version (``"8.9"``), ``None`` for the CPU lab."""
     memory_mib: int = Field(gt=0)
-    """Total device memory as nvidia-smi reports it: what gpu_memory_utilization is a fraction of."""
+    """Total device memory as nvidia-smi reports it (``memory.total``)."""
+    torch_memory_mib: int | None = Field(default=None, gt=0)
+    """Total device memory as torch (``torch.cuda.mem_get_info``) and so vLLM see it, a little under nvidia-smi's:
+    what ``gpu_memory_utilization`` is a fraction of. ``None`` where no source gives it: the planner then takes
+    ``memory_mib`` less the usual driver reserve (docs/planner.md)."""
     bandwidth_gb_s: float = Field(gt=0)
     """Peak DRAM bandwidth, 10^9 bytes/s: the decode roofline's denominator."""
     bf16_tflops: float = Field(gt=0)

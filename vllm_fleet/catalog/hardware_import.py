@@ -286,6 +286,12 @@ def import_hardware(
                 "architecture": architecture,
                 "compute_capability": first.compute_capability,
                 "memory_mib": min(g.memory_mib for g in gpus),
+                # torch's total is not in nvidia-smi's output: the same board's driver reserve, from the catalogue
+                "torch_memory_mib": (
+                    min(g.memory_mib for g in gpus) - (known.memory_mib - known.torch_memory_mib)
+                    if known is not None and known.torch_memory_mib is not None
+                    else None
+                ),
                 "bandwidth_gb_s": figure(bandwidth_gb_s, "bandwidth_gb_s", "--bandwidth-gb-s"),
                 "bf16_tflops": figure(bf16_tflops, "bf16_tflops", "--bf16-tflops"),
                 "fp8_tflops": figure(fp8_tflops, "fp8_tflops", "--fp8-tflops") if fp8 else None,

@@ -82,6 +82,11 @@ def known_versions() -> list[str]:
     return list(versions)
 
 
+def newest() -> str:
+    """The newest extracted vLLM release: the one source of "newest" for tools, tests and docs."""
+    return known_versions()[-1]
+
+
 def known_range() -> str:
     """``"FIRST..LAST"`` of the extracted versions."""
     versions = known_versions()
@@ -111,10 +116,18 @@ def resolve_version(version: str) -> str:
     if wanted < parsed[0] or wanted > parsed[-1]:
         raise ValueError(
             f"vLLM {version} is outside the extracted flag table ({known_range()}); "
-            "re-run tools/extract_vllm_flags.py with a wider --min/--max"
+            "onboard the release with tools/onboard_vllm_release.py (docs/vllm-versions.md)"
         )
     idx = bisect.bisect_right(parsed, wanted) - 1
     return known_versions()[idx]
+
+
+def resolution_note(version: str) -> str | None:
+    """What a pin between extracted releases resolves to, in words; None when the pin is itself extracted."""
+    resolved = resolve_version(version)
+    if _parse(resolved) == _parse(version):
+        return None
+    return f"vLLM {version} is not an extracted release: answered by {resolved}, the nearest one at or below it"
 
 
 # -- per-argument lookups ------------------------------------------------------------------------------

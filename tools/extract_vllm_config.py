@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Extract the config semantics argparse does not show, from real vLLM releases.
+
+Companion of ``tools/extract_vllm_flags.py`` and ``tools/extract_vllm_metrics.py``: it reuses their cache of the
+release sources (``${VLLM_FLEET_CACHE:-$HOME/.cache/vllm-fleet}/vllm-src/py/<version>.zip``; a missing zip is
+downloaded as the flag extractor does) and, by default, the version list of ``vllm_fleet/vllm/data/engine_args.json``
+(the cached zips where that table lacks some of them), and reads the source *statically* (``ast``; vLLM is never
+imported). Per release it records:
+
+- ``speculative_keys``: the keys ``--speculative-config`` accepts (``SpeculativeConfig``'s init fields), with the
+  deprecated ones and the ones the release refuses whenever set;
+- ``speculative_methods``: the ``method`` values (the ``SpeculativeMethod`` Literal, its aliases resolved);
+- ``block_size_default``: the KV-cache block size when ``--block-size`` is not given, and where it comes from;
+- ``gpu_memory_utilization_default``: the declared default, and how a None default is resolved;
+- ``extensible_kv_cache``: the extensible KV cache option, its default and where it is decided.
+
+A construct the reader cannot decide stops it with an error naming the release, file and construct: nothing is
+guessed. The reading is the library ``vllm_fleet.vllm.extract.config_semantics``; this script is its command line.
+
+Output: ``vllm_fleet/vllm/data/config_semantics.json`` (its ``notes`` say what each item records).
+
+Usage::
+
+    python3 tools/extract_vllm_config.py                 # every version of the flag table
+    python3 tools/extract_vllm_config.py --min 0.30.0 --dry-run
+    python3 tools/extract_vllm_config.py --offline       # cache only, never the network
+
+Dependencies: the standard library, and ``packaging`` (the reading API resolves versions as the flag table does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from vllm_fleet.vllm.extract import releases  # noqa: E402 - after the repository is on the path
+from vllm_fleet.vllm.extract.config_semantics import (  # noqa: E402
+    ReleaseConfig,
+    UndecidableConstruct,
+    build_table,
+    extract_version,
+    print_report,
+)
+from vllm_fleet.vllm.extract.pysource import ReleaseSource  # noqa: E402
+
+DATA_DIR = REPO_ROOT / "vllm_fleet" / "vllm" / "data"
+DEFAULT_OUT = DATA_DIR / "config_semantics.json"
+FLAG_TABLE = DATA_DIR / "engine_args.json"
+
+
+def flag_table_versions() -> list[str]:
+    data: dict[str, Any] = json.loads(FLAG_TABLE.read_text())
+    versions: list[str] = data["versions"]
+    return versions
+
+
+def cached_versions() -> list[str]:
+    return sorted((p.stem for p in (releases.cache_root() / "py").glob("*.zip")), key=releases.version_key)
+
+
+def default_versions() -> list[str]:
+    """The flag table's versions; where the cache holds releases that table lacks (it is being regenerated),
+    the cached ones as well, so that the two tables can be compared afterwards."""
+    versions = flag_table_versions()
+    extra = [v for v in cached_versions() if v not in versions]
+    if extra:
+        releases.log(f"engine_args.json lacks {', '.join(extra)}: reading the cached releases too")
+        versions = sorted({*versions, *extra}, key=releases.version_key)
+    return versions
+
+
+def selected_versions(vmin: str | None, vmax: str | None) -> list[str]:
+    lo = releases.version_key(vmin) if vmin else None
+    hi = releases.version_key(vmax) if vmax else None
+    return [
+        v
+        for v in default_versions()
+        if (lo is None or releases.version_key(v) >= lo) and (hi is None or releases.version_key(v) <= hi)
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--min", help="first vLLM version (default: the flag table's first)")
+    ap.add_argument("--max", help="last vLLM version (default: the flag table's last)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output JSON (default %(default)s)")
+    ap.add_argument("--offline", action="store_true", help="use only the cache, no network")
+    ap.add_argument("--dry-run", action="store_true", help="do not write the JSON")
+    opts = ap.parse_args(argv)
+
+    t0 = time.monotonic()
+    cache = releases.cache_root()
+    index: dict[str, Any] | None = None
+    results: list[ReleaseConfig] = []
+    for version in selected_versions(opts.min, opts.max):
+        t1 = time.monotonic()
+        zpath, index = releases.source_zip(version, cache, opts.offline, index)
+        try:
+            res = extract_version(ReleaseSource.from_zip(version, zpath))
+        except UndecidableConstruct as exc:
+            releases.log(f"error: {exc}")
+            return 2
+        results.append(res)
+        keys = len(res.items["speculative_keys"]["value"])
+        releases.log(f"{version:<12} {keys:>3} speculative keys  {time.monotonic() - t1:5.2f}s")
+    if not results:
+        releases.log("no versions selected")
+        return 1
+    table = build_table(results)
+    releases.write_table(opts.out, table, dry_run=opts.dry_run)
+    print_report(table, time.monotonic() - t0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
