@@ -168,7 +168,7 @@ def _print_checks(result: SmokeResult, as_json: bool, junit: Path | None) -> Non
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
     checks = table("check", "result", "detail", title=f"smoke: {result.url} ({result.profile})")
-    style = {"pass": "green", "fail": "bold red", "skip": "dim"}
+    style = {"pass": "green", "fail": "bold red", "skip": "dim", "warn": "yellow"}
     for c in result.checks:
         checks.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
     print_table(out, checks)

@@ -10,14 +10,25 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from vllm_fleet.catalog import Hardware, ModelArch, load_hardware, load_model
-from vllm_fleet.catalog.quantization import DTYPE_BYTES, SCHEMES, kv_dtype_bytes
+from vllm_fleet.catalog.quantization import (
+    DTYPE_BYTES,
+    SCHEMES,
+    UnknownQuantizationConfig,
+    WeightScheme,
+    kv_dtype_bytes,
+    scheme_from_config,
+)
 from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.vllm import flags, memory_model
+from vllm_fleet.vllm.config_semantics import semantics_for
 
 Severity = Literal["error", "warning", "info"]
 
 GIB = 1024**3
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-"""vLLM's V1 default for ``vllm serve`` on a GPU when the profile leaves it unset."""
+MIB = 1024**2
+DRIVER_RESERVE_MIB = 480
+"""nvidia-smi's total less torch's, where the catalogue has no torch figure: the median of the boards it has
+(266-602 MiB, hardware.yaml)."""
 DEFAULT_CONTEXT_TOKENS = 1024
 """Mean tokens of context per running sequence assumed for the aggregate roofline."""
 UTIL_LIMIT = 0.95
@@ -59,13 +70,24 @@ class Plan:
     vllm_version: str
     tensor_parallel_size: int
     device_memory_bytes: int
+    """The device total as torch and vLLM see it (a little under nvidia-smi's)."""
+    memory_family: str
+    """vLLM's memory accounting for the pinned release (vllm_fleet/vllm/memory_model.py, docs/planner.md)."""
+    gpu_memory_utilization: float
+    """The profile's value, or the release's default when it leaves it unset."""
+    extensible_kv_cache: bool
+    """vLLM >= 0.34 sizes the KV cache from memory free after warm-up: the budget below is an estimate of that."""
     usable_bytes: int
-    """device memory × gpu_memory_utilization."""
+    """device memory × gpu_memory_utilization (with the extensible KV cache: a cap on vLLM's own use)."""
     weights_bytes: int
     """Target model weights on one GPU."""
     draft_weights_bytes: int
     activation_reserve_bytes: int
+    """The profile run's activation peak (the sampler's logits and the forward pass), per GPU."""
     runtime_overhead_bytes: int
+    """Non-torch memory (NCCL under TP), CUDA graphs and context where the release counts them, 0.34's margin."""
+    max_num_batched_tokens: int
+    """The profile's, or the release's default for this GPU when unset."""
     kv_budget_bytes: int
     kv_budget_fixed: bool
     """True when the profile fixes the KV size (kv_cache_memory_bytes) instead of deriving it."""
@@ -108,9 +130,9 @@ def activation_dtype_bytes(profile: DecodeProfile, model: ModelArch, hw: Hardwar
     return DTYPE_BYTES[dtype]
 
 
-def weight_bytes(model: ModelArch, weight_format: str | None, act_bytes: float) -> int:
+def weight_bytes(model: ModelArch, weight_format: str | WeightScheme | None, act_bytes: float) -> int:
     """Linear layers in their stored format; embeddings, LM head, norms and biases in the activation dtype."""
-    scheme = SCHEMES.get(weight_format or "")
+    scheme = weight_format if isinstance(weight_format, WeightScheme) else SCHEMES.get(weight_format or "")
     linear_bpp = scheme.bytes_per_param(model.hidden_size) if scheme else act_bytes
     dense = (model.embedding_params + model.other_params) * act_bytes
     return int(model.linear_params * linear_bpp + dense)
@@ -121,6 +143,21 @@ def _weight_format(profile: DecodeProfile, model: ModelArch) -> str | None:
     if quant is None:
         return None
     return quant.removesuffix("_marlin")
+
+
+def weight_scheme(profile: DecodeProfile, model: ModelArch) -> WeightScheme | None:
+    """How the served weights are stored: the checkpoint's own ``quantization_config`` when it has one (a
+    compressed-tensors FP8 checkpoint is 8-bit whatever the profile says), else the format by name."""
+    if model.quantization_config:
+        return scheme_from_config(model.quantization_config)
+    return SCHEMES.get(_weight_format(profile, model) or "")
+
+
+def torch_total_bytes(hw: Hardware) -> int:
+    """The device total vLLM applies gpu_memory_utilization to: torch's, else nvidia-smi's less the usual reserve."""
+    if hw.torch_memory_mib is not None:
+        return hw.torch_memory_mib * MIB
+    return (hw.memory_mib - (DRIVER_RESERVE_MIB if hw.architecture != "cpu" else 0)) * MIB
 
 
 def _per_gpu_kv_heads(model: ModelArch, tp: int) -> int:
@@ -183,14 +220,43 @@ def step_time_s(
     return max(memory_s, compute_s)
 
 
-def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -> Plan:
-    """Size ``profile`` on its hardware. Raises KeyError for an unknown hardware or model reference."""
+def default_batched_tokens(profile: DecodeProfile, release: str, total: int, hw: Hardware, max_len: int) -> int:
+    """vLLM's max_num_batched_tokens when the profile leaves it unset: the release's default for this GPU, raised to
+    max_model_len without chunked prefill, and capped at max_num_seqs × max_model_len (vllm/engine/arg_utils.py)."""
+    if hw.architecture == "cpu":
+        return max(2048, max_len) if profile.scheduler.enable_chunked_prefill is False else 2048
+    tokens, _ = memory_model.default_batch(release, total, hw.name)
+    if profile.scheduler.enable_chunked_prefill is False:
+        tokens = max(tokens, max_len)
+    return min(tokens, profile.scheduler.max_num_seqs * max_len)
+
+
+def default_block_size(hw: Hardware, release: str) -> int:
+    """Tokens per KV block when the profile leaves it unset: the CPU build's, else the release's default
+    (16 up to 0.33, 64 from 0.34; the attention backends vLLM picks for these models accept it)."""
+    if hw.architecture == "cpu":
+        return hw.kv_block_size
+    return semantics_for(release).block_size_default
+
+
+def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS, model: ModelArch | None = None) -> Plan:
+    """Size ``profile`` on its hardware (``model``: an architecture not in the catalogue, for the report corpus).
+
+    Raises KeyError for an unknown hardware or model reference (or a checkpoint format it cannot size), ValueError
+    for a vLLM release outside the extracted tables."""
     hw = load_hardware(profile.hardware)
-    model = load_model(profile.model.model)
+    model = model or load_model(profile.model.model)
     tp = profile.parallel.tensor_parallel_size
+    release = flags.resolve_version(profile.vllm_version)
     act_bytes = activation_dtype_bytes(profile, model, hw)
     wfmt = _weight_format(profile, model)
-    weights_total = weight_bytes(model, wfmt, act_bytes)
+    try:
+        scheme = weight_scheme(profile, model)
+    except UnknownQuantizationConfig as err:
+        raise KeyError(
+            f"{model.key}: its quantization_config cannot be sized ({err}); give the weights' format"
+        ) from None
+    weights_total = weight_bytes(model, scheme, act_bytes)
     weights = math.ceil(weights_total / tp)
 
     draft = _draft_model(profile, model)
@@ -213,25 +279,34 @@ def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -
         else 0
     )
 
-    batched = profile.scheduler.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
-    # Peak activations of the profiling forward pass: the MLP's gate+up outputs and a few hidden-sized
-    # buffers per token, plus the sampler's float32 logits (two copies) for every running sequence.
-    activation = int(
-        batched * (2 * model.intermediate_size / tp + 4 * model.hidden_size) * act_bytes
-        + 2 * profile.scheduler.max_num_seqs * model.vocab_size * 4
+    total = torch_total_bytes(hw)
+    max_len = profile.model.max_model_len or model.max_position_embeddings
+    batched = profile.scheduler.max_num_batched_tokens or default_batched_tokens(profile, release, total, hw, max_len)
+    memory = memory_model.budget(
+        memory_model.MemoryInputs(
+            version=release,
+            torch_total_bytes=total,
+            gpu_memory_utilization=profile.cache.gpu_memory_utilization,
+            weights_bytes=weights + draft_weights,
+            hidden_size=model.hidden_size,
+            vocab_size=model.vocab_size,
+            num_hidden_layers=model.num_hidden_layers + (kv_shape.num_hidden_layers if draft_weights else 0),
+            activation_dtype_bytes=act_bytes,
+            max_num_batched_tokens=batched,
+            max_num_seqs=profile.scheduler.max_num_seqs,
+            tensor_parallel_size=tp,
+            enforce_eager=profile.model.enforce_eager,
+            kv_cache_memory_bytes=profile.cache.kv_cache_memory_bytes,
+            cuda=hw.architecture != "cpu",
+        )
     )
-    overhead = hw.runtime_overhead_mib * 1024**2
-    usable = int(hw.memory_bytes * profile.cache.gpu_memory_utilization)
-    if profile.cache.kv_cache_memory_bytes is not None:
-        kv_budget = profile.cache.kv_cache_memory_bytes
-    else:
-        kv_budget = usable - weights - draft_weights - activation - overhead
+    kv_budget = memory.kv_budget_bytes
+    usable = memory.usable_bytes
 
-    block = profile.cache.block_size or hw.kv_block_size
+    block = profile.cache.block_size or default_block_size(hw, release)
     page = block * (kv_per_token + draft_kv)
     blocks = max(0, kv_budget // page) if page else 0
     capacity = blocks * block
-    max_len = profile.model.max_model_len or model.max_position_embeddings
     blocks_per_seq = math.ceil(max_len / block)
     concurrent = blocks // blocks_per_seq if blocks_per_seq else 0
 
@@ -248,12 +323,16 @@ def plan(profile: DecodeProfile, context_tokens: int = DEFAULT_CONTEXT_TOKENS) -
         model=model.key,
         vllm_version=profile.vllm_version,
         tensor_parallel_size=tp,
-        device_memory_bytes=hw.memory_bytes,
+        device_memory_bytes=total,
+        memory_family=memory.family,
+        gpu_memory_utilization=memory.gpu_memory_utilization,
+        extensible_kv_cache=memory.extensible,
         usable_bytes=usable,
         weights_bytes=weights,
         draft_weights_bytes=draft_weights,
-        activation_reserve_bytes=activation,
-        runtime_overhead_bytes=overhead,
+        activation_reserve_bytes=memory.activation_bytes,
+        runtime_overhead_bytes=memory.reserve_bytes,
+        max_num_batched_tokens=batched,
         kv_budget_bytes=kv_budget,
         kv_budget_fixed=profile.cache.kv_cache_memory_bytes is not None,
         kv_dtype_bytes=kv_elem,
@@ -288,13 +367,32 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
     def add(severity: Severity, field_name: str, message: str) -> None:
         out.append(Finding(severity, field_name, message))
 
-    if cache.gpu_memory_utilization > UTIL_LIMIT:
+    util = cache.gpu_memory_utilization
+    note = flags.resolution_note(profile.vllm_version)
+    if note:
+        add("info", "vllm_version", note + " (flags, metrics and the memory model)")
+    if util is not None and util > UTIL_LIMIT and not p.extensible_kv_cache:
         add(
             "error",
             "cache.gpu_memory_utilization",
-            f"{cache.gpu_memory_utilization} > {UTIL_LIMIT}: no headroom for activation peaks, an OOM kills "
+            f"{util} > {UTIL_LIMIT}: no headroom for activation peaks, an OOM kills "
             f"the server mid-request; use at most {UTIL_LIMIT}",
         )
+    if p.extensible_kv_cache:
+        add(
+            "info",
+            "cache.kv_cache_memory_bytes",
+            f"vLLM {p.vllm_version} sizes the KV cache from the memory free after warm-up and CUDA-graph capture "
+            f"(its extensible KV cache): the {gib(p.kv_budget_bytes)} here is an estimate; smoke and the audit "
+            "report the node's real capacity",
+        )
+        if util is not None and util < 1:
+            add(
+                "info",
+                "cache.gpu_memory_utilization",
+                f"{util} caps vLLM's own use at {gib(p.usable_bytes)} of {gib(p.device_memory_bytes)}: with vLLM "
+                f"{p.vllm_version} set it only when another process shares the GPU; unset, vLLM uses what is free",
+            )
     if hw.architecture == "cpu" and cache.kv_cache_memory_bytes is None:
         add(
             "warning",
@@ -331,13 +429,19 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
         )
     spec = profile.speculative
     drafter = _draft_model(profile, model) if spec and spec.method == "draft_model" else None
-    if spec and drafter and drafter.vocab_size != model.vocab_size and not spec.use_heterogeneous_vocab:
+    hetero = semantics_for(p.vllm_version).accepts_speculative_key("use_heterogeneous_vocab")
+    if spec and drafter and drafter.vocab_size != model.vocab_size and not (spec.use_heterogeneous_vocab and hetero):
+        fix = (
+            "or set speculative.use_heterogeneous_vocab: true (drafts over the shared tokens)"
+            if hetero
+            else f"an eagle3 drafter or ngram (vLLM {p.vllm_version} has no use_heterogeneous_vocab)"
+        )
         add(
             "error",
             "speculative.model",
             f"the drafter {drafter.key} has a vocabulary of {drafter.vocab_size} tokens, the target {model.key} "
             f"{model.vocab_size}: vLLM refuses the pair at start-up; pick a drafter with the same vocabulary size, "
-            "or set speculative.use_heterogeneous_vocab: true (drafts over the shared tokens)",
+            + fix,
         )
     if spec and spec.draft_tensor_parallel_size not in (None, 1, tp):
         add(
@@ -361,7 +465,7 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             "speculative.model" if p.draft_weights_bytes else "cache.gpu_memory_utilization",
             f"{what} ({gib(p.weights_bytes + p.draft_weights_bytes)}) + activations "
             f"({gib(p.activation_reserve_bytes)}) + runtime ({gib(p.runtime_overhead_bytes)}) exceed "
-            f"{cache.gpu_memory_utilization} × {gib(p.device_memory_bytes)} = {gib(p.usable_bytes)}: nothing is "
+            f"{p.gpu_memory_utilization} × {gib(p.device_memory_bytes)} = {gib(p.usable_bytes)}: nothing is "
             "left for the KV cache; quantise the weights, use a smaller draft or more GPUs",
         )
     elif (
@@ -457,11 +561,16 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             f"{itl * 1000:.1f} ms is below the decode roofline of {floor_s * 1000:.1f} ms/token "
             f"({gib(p.weights_bytes)} read at {hw.bandwidth_gb_s:g} GB/s); no configuration can meet it",
         )
-    if hw.architecture != "cpu" and cache.gpu_memory_utilization < 0.8 and cache.kv_cache_memory_bytes is None:
+    if (
+        hw.architecture != "cpu"
+        and not p.extensible_kv_cache
+        and p.gpu_memory_utilization < 0.8
+        and cache.kv_cache_memory_bytes is None
+    ):
         add(
             "info",
             "cache.gpu_memory_utilization",
-            f"{cache.gpu_memory_utilization} leaves {gib(p.device_memory_bytes - p.usable_bytes)} unused; "
+            f"{p.gpu_memory_utilization} leaves {gib(p.device_memory_bytes - p.usable_bytes)} unused; "
             "on a dedicated GPU 0.90–0.95 gives more KV cache",
         )
     return out

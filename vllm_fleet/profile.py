@@ -17,14 +17,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, Self
 
+from packaging.version import Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from vllm_fleet import values
 
+LEGACY_UTILIZATION = 0.9
+"""gpu_memory_utilization rendered for pins before 0.34 when the profile leaves it unset."""
+UNSET_UTILIZATION_SINCE = "0.34.0"
+"""The first release whose own default is better than any fraction we could pick (the extensible KV cache)."""
+
 SpecMethod = Literal["draft_model", "eagle", "eagle3", "ngram"]
 KVCacheDType = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"]
 ModelDType = Literal["auto", "bfloat16", "float16", "float32"]
-Quantization = Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8"]
+Quantization = Literal["awq", "awq_marlin", "gptq", "gptq_marlin", "fp8", "compressed-tensors"]
 
 
 ModelRef = Annotated[str, AfterValidator(values.model_ref)]
@@ -90,8 +96,10 @@ class ModelConfig(_Section):
 class CacheConfig(_Section):
     """The KV cache: its memory budget and layout (vLLM's CacheConfig)."""
 
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    """Fraction of the device's TOTAL memory vLLM may use: weights, activations and KV cache together."""
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    """Up to vLLM 0.33: the fraction of the device's total memory vLLM may use, weights, activations and KV cache
+    together (unset: 0.9, rendered). From 0.34 on CUDA: a cap on vLLM's own use for a GPU shared with other
+    processes (unset: the release decides, 1.0 with the extensible KV cache, sized from memory free after warm-up)."""
     kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
     """Fixed KV-cache size in bytes; when set, vLLM ignores gpu_memory_utilization for the KV budget."""
     kv_cache_dtype: KVCacheDType = "auto"
@@ -291,6 +299,14 @@ class DecodeProfile(_Strict):
     """Further engine arguments by vLLM name (``max_logprobs: 5``), checked against the pinned version."""
     slo: SLOs = Field(default_factory=SLOs)
     """Service levels the smoke test gates on."""
+
+    @model_validator(mode="after")
+    def _utilization_of_the_pin(self) -> DecodeProfile:
+        """Before 0.34 a profile that leaves gpu_memory_utilization unset has always been rendered with 0.9
+        (kept: a deployed node's config does not change); from 0.34 the release decides, so unset stays unset."""
+        if self.cache.gpu_memory_utilization is None and Version(self.vllm_version) < Version(UNSET_UTILIZATION_SINCE):
+            self.cache.gpu_memory_utilization = LEGACY_UTILIZATION
+        return self
 
     @model_validator(mode="before")
     @classmethod

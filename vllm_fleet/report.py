@@ -26,17 +26,29 @@ def print_plan(console: Console, p: Plan) -> None:
     t.add_column("value", justify="right", overflow="fold")
     t.add_column("how", style="dim", overflow="fold")
     rows: list[tuple[str, str, str]] = [
-        ("device memory", human_bytes(p.device_memory_bytes), "total, as nvidia-smi reports it"),
-        ("usable", human_bytes(p.usable_bytes), "total × gpu_memory_utilization"),
+        ("memory model", f"vLLM {p.memory_family}", "how the pinned release sizes its KV cache (docs/planner.md)"),
+        ("device memory", human_bytes(p.device_memory_bytes), "total, as torch and vLLM see it"),
+        (
+            "usable",
+            human_bytes(p.usable_bytes),
+            f"total × gpu_memory_utilization {p.gpu_memory_utilization:g}"
+            + (" (a cap on vLLM's own use)" if p.extensible_kv_cache else ""),
+        ),
         ("weights", human_bytes(p.weights_bytes), "linear layers in their format, the rest 16-bit"),
         ("draft weights", human_bytes(p.draft_weights_bytes), "speculative drafter"),
-        ("activations", human_bytes(p.activation_reserve_bytes), "profiling pass + sampler"),
-        ("runtime reserve", human_bytes(p.runtime_overhead_bytes), "CUDA context, workspaces, graphs"),
+        (
+            "activations",
+            human_bytes(p.activation_reserve_bytes),
+            f"profile run: sampler logits + {p.max_num_batched_tokens} batched tokens",
+        ),
+        ("runtime reserve", human_bytes(p.runtime_overhead_bytes), "non-torch (NCCL), CUDA graphs, context"),
         (
             "KV budget",
             human_bytes(p.kv_budget_bytes),
             "kv_cache_memory_bytes, fixed by the profile"
             if p.kv_budget_fixed
+            else "an estimate: vLLM measures it after warm-up"
+            if p.extensible_kv_cache
             else "usable − weights − draft − activations − reserve",
         ),
         (

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_fleet.planner import Plan
 from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.vllm import metrics_table
+from vllm_fleet.vllm import memory_model, metrics_table
 
-Status = Literal["pass", "fail", "skip"]
+Status = Literal["pass", "fail", "skip", "warn"]
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,8 @@ def cache_config_expectations(profile: DecodeProfile, plan: Plan | None) -> dict
     """`vllm:cache_config_info` labels the profile fixes, as vLLM prints them."""
     expect: dict[str, str] = {"cache_dtype": profile.cache.kv_cache_dtype}
     if profile.cache.kv_cache_memory_bytes is None:
-        expect["gpu_memory_utilization"] = _fmt(profile.cache.gpu_memory_utilization)
+        if profile.cache.gpu_memory_utilization is not None:  # unset from 0.34: the release resolves it
+            expect["gpu_memory_utilization"] = _fmt(profile.cache.gpu_memory_utilization)
     else:
         expect["kv_cache_memory_bytes"] = str(profile.cache.kv_cache_memory_bytes)
     if profile.cache.block_size is not None:
@@ -110,6 +111,39 @@ def cache_config_expectations(profile: DecodeProfile, plan: Plan | None) -> dict
     if profile.cache.enable_prefix_caching is not None:
         expect["enable_prefix_caching"] = str(profile.cache.enable_prefix_caching)
     return expect
+
+
+def kv_capacity_check(plan: Plan, labels: dict[str, str]) -> Check | None:
+    """The node's real KV capacity (``num_gpu_blocks`` × block size) against the plan. Where the profile fixes the KV
+    size it must match (2 %: a gate). Otherwise every real deployment calibrates the planner: the check reports the
+    planner's error for this node, a warning beyond the memory model's stated uncertainty (not a gate: the node
+    serves; the plan's judgments of it are what is off). None where the node does not say its block count."""
+    raw = labels.get("num_gpu_blocks")
+    if not raw or raw == "None":
+        return None
+    try:
+        blocks = int(float(raw))
+    except (ValueError, OverflowError):
+        return Check("kv_capacity", "fail", f"num_gpu_blocks {raw[:40]!r} is not a block count")
+    if plan.kv_budget_fixed:
+        ratio = blocks / plan.kv_capacity_blocks if plan.kv_capacity_blocks else math.inf
+        detail = f"node {blocks} blocks, planner {plan.kv_capacity_blocks} (ratio {ratio:.4f}, tolerance 2 %)"
+        return Check("kv_capacity", "pass" if abs(ratio - 1) <= 0.02 else "fail", detail)
+    try:
+        block = int(labels.get("block_size") or plan.block_size)
+    except ValueError:
+        block = plan.block_size
+    real = blocks * block * (plan.kv_bytes_per_token + plan.draft_kv_bytes_per_token)
+    if real <= 0:
+        return Check("kv_capacity", "warn", f"node {blocks} blocks: no KV cache to compare with the planner's")
+    off = plan.kv_budget_bytes - real
+    within = abs(off) <= max(memory_model.UNCERTAINTY * real, memory_model.UNCERTAINTY_BYTES)
+    detail = (
+        f"node {blocks} blocks of {block} tokens = {real / 1024**3:.2f} GiB of KV per GPU, planner "
+        f"{plan.kv_budget_bytes / 1024**3:.2f} GiB ({off / real:+.1%}; its stated uncertainty: "
+        f"{memory_model.UNCERTAINTY:.0%} or {memory_model.UNCERTAINTY_BYTES / 1024**3:.2f} GiB)"
+    )
+    return Check("kv_capacity", "pass" if within else "warn", detail)
 
 
 def _same(label: str, want: str, got: str) -> bool:
@@ -162,16 +196,9 @@ def check_metrics(
         if unseen:
             # Not exposed by this release: nothing to compare, so not a pass.
             out.append(Check("cache_config_unverifiable", "skip", f"not verifiable, the node has no label {unseen}"))
-        if plan is not None and plan.kv_budget_fixed and "num_gpu_blocks" in labels and labels["num_gpu_blocks"]:
-            blocks = int(float(labels["num_gpu_blocks"]))
-            ratio = blocks / plan.kv_capacity_blocks if plan.kv_capacity_blocks else math.inf
-            out.append(
-                Check(
-                    "kv_capacity",
-                    "pass" if abs(ratio - 1) <= 0.02 else "fail",
-                    f"node {blocks} blocks, planner {plan.kv_capacity_blocks} (ratio {ratio:.4f}, tolerance 2 %)",
-                )
-            )
+        capacity = kv_capacity_check(plan, labels) if plan is not None else None
+        if capacity is not None:
+            out.append(capacity)
 
     gen = _sample(v, "generation_tokens")
     moved = _delta(after, before, gen[1]) if gen else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from vllm_fleet.planner import plan
 from vllm_fleet.profile import DecodeProfile, section_of
 
 MIB = 1024**2
+GIB = 1024**3
 
 
 def profile(**over: Any) -> DecodeProfile:
@@ -37,16 +39,19 @@ def fields(findings: list[Any], severity: str) -> set[str]:
 
 def test_rtx4090_qwen7b_bf16_by_hand() -> None:
     p = plan(profile())
-    assert p.device_memory_bytes == 24564 * MIB
-    assert p.usable_bytes == 23_181_498_777  # 0.9 × total: weights are INSIDE this fraction
+    assert p.device_memory_bytes == 24084 * MIB  # torch's total on a 4090 (23.52 GiB), not nvidia-smi's 24564 MiB
+    assert p.memory_family == "C"  # vLLM 0.20-0.33: T·u - W - P - N - G
+    assert p.usable_bytes == 22_728_513_946  # ceil(0.9 × total): weights are INSIDE this fraction
     assert p.weights_bytes == 15_231_233_024  # 7,615,616,512 params × 2 B
-    assert p.activation_reserve_bytes == 933_494_784  # 8192 × (2·18944 + 4·3584) × 2 + 2·64·152064·4
-    assert p.runtime_overhead_bytes == 1024 * MIB
-    assert p.kv_budget_bytes == 5_943_029_145
+    # the profile run: the sampler's float32 logits, 64 seqs × 152064 × 15.3 B, and 8192 tokens × 3584 × 2 B
+    assert p.activation_reserve_bytes == 207_621_324
+    # non-torch on one GPU (0.25 GiB) + CUDA graphs of 28 layers (0.40 GiB + 28 × 0.0162 GiB), counted from 0.20
+    assert p.runtime_overhead_bytes == int(0.25 * GIB) + int(0.40 * GIB) + 28 * int(0.0162 * GIB)
+    assert p.kv_budget_bytes == 22_728_513_946 - 15_231_233_024 - 207_621_324 - p.runtime_overhead_bytes
     assert p.kv_bytes_per_token == 57_344  # 56 KiB
-    assert p.kv_capacity_blocks == 6_477  # budget // (16 × 56 KiB)
-    assert p.kv_capacity_tokens == 103_632
-    assert p.max_concurrent_seqs_at_max_len == 12  # 6477 // (8192 / 16)
+    assert p.kv_capacity_blocks == 6_653  # budget // (16 × 56 KiB)
+    assert p.kv_capacity_tokens == 106_448
+    assert p.max_concurrent_seqs_at_max_len == 12  # 6653 // (8192 / 16)
     assert p.decode_roofline_tokens_per_s == pytest.approx(1008e9 / 15_231_233_024, rel=1e-3)  # ≈ 66.2
 
 
@@ -54,7 +59,7 @@ def test_budget_is_total_times_util_minus_everything_else() -> None:
     p = plan(profile(kv_cache_dtype="fp8", gpu_memory_utilization=0.92))
     assert p.kv_bytes_per_token == 28 * 1024
     reserved = p.weights_bytes + p.draft_weights_bytes + p.activation_reserve_bytes + p.runtime_overhead_bytes
-    assert p.kv_budget_bytes == int(p.device_memory_bytes * 0.92) - reserved
+    assert p.kv_budget_bytes == math.ceil(p.device_memory_bytes * 0.92) - reserved
 
 
 def test_fp8_kv_doubles_capacity() -> None:

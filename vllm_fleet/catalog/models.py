@@ -7,7 +7,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from vllm_fleet.catalog._data import read_yaml
 
@@ -37,7 +37,17 @@ class ModelArch(BaseModel):
     torch_dtype: str = "bfloat16"
     """The checkpoint's dtype."""
     checkpoint_quantization: str | None = None
-    """How the checkpoint's linear weights are stored (awq, gptq, fp8) or ``None``."""
+    """How the checkpoint's linear weights are stored (awq, gptq, fp8, compressed-tensors) or ``None``."""
+    quantization_config: dict[str, Any] | None = None
+    """The checkpoint's config.json ``quantization_config`` (scheme, bits, group size): what sizes its weights."""
+
+    @model_validator(mode="after")
+    def _method_of_the_config(self) -> ModelArch:
+        """A checkpoint with a quantization_config is stored as its quant_method says (what vLLM reads)."""
+        method = (self.quantization_config or {}).get("quant_method")
+        if method and self.checkpoint_quantization != method:
+            object.__setattr__(self, "checkpoint_quantization", str(method))
+        return self
 
     # -- parameter counts by kind: quantisation applies to the linear layers only --------------------
     @property
@@ -132,6 +142,7 @@ def _arch_from_config(cfg: dict[str, Any], key: str) -> ModelArch:
         attention_bias=bool(cfg.get("attention_bias", arch.startswith("Qwen2"))),
         torch_dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"),
         checkpoint_quantization=qcfg.get("quant_method"),
+        quantization_config=qcfg or None,
     )
 
 

@@ -18,6 +18,7 @@ from vllm_fleet.catalog import hardware_catalog, model_catalog
 from vllm_fleet.profile import DecodeProfile, section_of
 from vllm_fleet.profile_loader import Problem, ProfileError, parse_profile
 from vllm_fleet.vllm import flags, replacements
+from vllm_fleet.vllm.config_semantics import semantics_for
 from vllm_fleet.vllm.render import render
 
 _SPEC_FLAGS = {
@@ -152,11 +153,17 @@ def migrate(command: str, vllm_version: str, hardware: str, name: str | None = N
         if spec.get("method") == "ngram":
             spec.pop("model", None)
         if spec.get("method") == "draft_model" and _vocab_sizes_differ(model, str(spec.get("model"))):
-            spec.setdefault("use_heterogeneous_vocab", True)
-            notes.append(
-                "speculative.use_heterogeneous_vocab: true -- the drafter's vocabulary size differs from the "
-                "target's, which vLLM refuses for draft_model without it"
-            )
+            if semantics_for(vllm_version).accepts_speculative_key("use_heterogeneous_vocab"):
+                spec.setdefault("use_heterogeneous_vocab", True)
+                notes.append(
+                    "speculative.use_heterogeneous_vocab: true -- the drafter's vocabulary size differs from the "
+                    "target's, which vLLM refuses for draft_model without it"
+                )
+            else:
+                notes.append(
+                    f"the drafter's vocabulary size differs from the target's and vLLM {vllm_version} has no "
+                    "use_heterogeneous_vocab: `vllm-fleet plan` names the fix (another drafter, eagle3 or ngram)"
+                )
         data["speculative"] = spec
     if extra:
         data["extra_args"] = extra

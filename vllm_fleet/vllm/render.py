@@ -18,7 +18,7 @@ import jinja2
 from vllm_fleet.paths import templates_dir
 from vllm_fleet.profile import SECTIONS, DecodeProfile, SpeculativeConfig, section_of
 from vllm_fleet.profile_loader import Problem, ProfileError
-from vllm_fleet.vllm import flags, replacements
+from vllm_fleet.vllm import config_semantics, flags, replacements
 
 ARGV_ORDER = (
     "served_model_name",
@@ -174,6 +174,12 @@ def render(profile: DecodeProfile, vllm_version: str | None = None) -> Rendered:
         args[dest] = value
         argv.extend(_argv_items(spec, value))
         config.update(_config_items(spec, value))
+    if profile.speculative is not None and "speculative_config" in args:
+        spec = args["speculative_config"]
+        problems += [
+            Problem(field, message)
+            for field, message in config_semantics.speculative_problems(version, str(spec["method"]), list(spec))
+        ]
     if problems:
         raise ProfileError(profile.name, problems)
     return Rendered(vllm_version=version, model=profile.model.serve_model, args=args, argv=argv, config=config)

@@ -16,18 +16,16 @@ construct, so that a new vLLM idiom stops the extractor instead of writing a gue
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from vllm_fleet.vllm import flags
 from vllm_fleet.vllm.extract.pysource import ReleaseSource, module_name, resolve_relative
 from vllm_fleet.vllm.extract.releases import version_key
-from vllm_fleet.vllm.tables import load_table
 
 GENERATED_BY = "tools/extract_vllm_config.py"
-TABLE_NAME = "config_semantics.json"
 ITEMS = (
     "speculative_keys",
     "speculative_methods",
@@ -449,16 +447,15 @@ def _dataclass_kind(reader: Reader, path: str, node: ast.ClassDef) -> str:
     class; a decorator the extractor cannot see through is undecidable."""
     kinds: set[str] = set()
     for deco in node.decorator_list:
-        kinds |= _decorator_kinds(reader, path, deco.func if isinstance(deco, ast.Call) else deco, node.name, 0)
+        kinds |= _decorator_kinds(reader, path, deco.func if isinstance(deco, ast.Call) else deco, node.name)
     if len(kinds) > 1:
         reader.fail(path, node.name, f"decorated as both {sorted(kinds)} dataclasses")
     return kinds.pop() if kinds else ""
 
 
-def _decorator_kinds(reader: Reader, path: str, expr: ast.expr, owner: str, depth: int) -> set[str]:
+def _decorator_kinds(reader: Reader, path: str, expr: ast.expr, owner: str) -> set[str]:
+    """A dataclass maker itself, or a function of the release that calls one (vLLM's ``config``)."""
     construct = f"@{ast.unparse(expr)} on {owner}"
-    if depth > 3:
-        reader.fail(path, construct, "decorator chain too deep")
     ext = reader.external(path, expr)
     if ext:
         if ext in _DATACLASS_MAKERS:
@@ -507,10 +504,11 @@ def config_class(reader: Reader, modname: str, name: str) -> ConfigClass:
 
 def _is_classvar(reader: Reader, path: str, annotation: ast.expr) -> bool:
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        text = annotation.value
         try:
-            annotation = ast.parse(annotation.value, mode="eval").body
+            annotation = ast.parse(text, mode="eval").body
         except SyntaxError:
-            reader.fail(path, annotation.value, "string annotation does not parse")
+            reader.fail(path, text, "string annotation does not parse")
     head = annotation.value if isinstance(annotation, ast.Subscript) else annotation
     if _dotted(head).split(".")[-1] != "ClassVar":
         return False  # only a name spelled ClassVar can be one; other names are not followed
@@ -543,8 +541,11 @@ def _own_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
 
 
 def _is_self_attr(expr: ast.expr, attr: str) -> bool:
-    return isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self" and (
-        expr.attr == attr
+    return (
+        isinstance(expr, ast.Attribute)
+        and isinstance(expr.value, ast.Name)
+        and expr.value.id == "self"
+        and (expr.attr == attr)
     )
 
 
@@ -638,9 +639,17 @@ def _recognized_methods(spec: ConfigClass) -> list[str]:
                     elts = comp.elts if isinstance(comp, (ast.Tuple, ast.List, ast.Set)) else [comp]
                     out.update(e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
             elif isinstance(node, ast.Assign) and any(_is_self_attr(t, "method") for t in node.targets):
-                if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                    out.add(node.value.value)
+                out.update(_string_outcomes(node.value))
     return sorted(out)
+
+
+def _string_outcomes(expr: ast.expr) -> list[str]:
+    """The string literals an expression can evaluate to: a literal, or the branches of ``a if c else b``."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return [expr.value]
+    if isinstance(expr, ast.IfExp):
+        return _string_outcomes(expr.body) + _string_outcomes(expr.orelse)
+    return []
 
 
 def _declared(reader: Reader, cache: ConfigClass, engine: ConfigClass, name: str) -> tuple[Any, str]:
@@ -651,7 +660,7 @@ def _declared(reader: Reader, cache: ConfigClass, engine: ConfigClass, name: str
     ef = engine.fields.get(name)
     if ef is None or ef.classvar:
         if declared is _REQUIRED:
-            reader.fail(engine.path, engine.construct(name), f"CacheConfig requires {name} and EngineArgs has no default")
+            reader.fail(engine.path, engine.construct(name), f"CacheConfig requires {name}, EngineArgs has no default")
         return declared, source
     value = ef.value
     refers = (
@@ -937,7 +946,8 @@ def _describe(old: Any, new: Any) -> str:
     if isinstance(old, list) and isinstance(new, list) and all(isinstance(x, str) for x in [*old, *new]):
         added = [x for x in new if x not in old]
         removed = [x for x in old if x not in new]
-        parts = ([f"added {', '.join(added)}"] if added else []) + ([f"removed {', '.join(removed)}"] if removed else [])
+        parts = [f"added {', '.join(added)}"] if added else []
+        parts += [f"removed {', '.join(removed)}"] if removed else []
         return "; ".join(parts) or "reordered"
     if isinstance(old, dict) and isinstance(new, dict):
         keys = [k for k in {**old, **new} if old.get(k) != new.get(k)]
@@ -951,11 +961,14 @@ def change_report(table: dict[str, Any]) -> list[str]:
     for name in ITEMS:
         rows: list[dict[str, Any]] = table[name]
         first = rows[0]
-        summary = (
-            f"{len(first['value'])} values" if isinstance(first["value"], list) else json.dumps(first["value"])
-        )
-        lines.append(f"{name}: {first['since']} {summary} ({first['source']})")
-        for prev, row in zip(rows, rows[1:], strict=False):
+        if first["source"] is None:
+            summary = "absent"
+        elif isinstance(first["value"], list):
+            summary = f"{len(first['value'])} values ({first['source']})"
+        else:
+            summary = f"{json.dumps(first['value'])} ({first['source']})"
+        lines.append(f"{name}: {first['since']} {summary}")
+        for prev, row in itertools.pairwise(rows):
             diffs = []
             for key in row:
                 if key in ("since", "until") or prev.get(key) == row.get(key):
@@ -972,127 +985,13 @@ def print_report(table: dict[str, Any], elapsed: float) -> None:
         print(line)
 
 
-# --------------------------------------------------------------------------
-# Reading the committed table
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConfigSemantics:
-    """What one vLLM release's config accepts and defaults to, beyond its argparse table."""
-
-    version: str
-    """The extracted release that answers (the version asked, or the nearest lower extracted one)."""
-    speculative_keys: tuple[str, ...]
-    """The keys ``--speculative-config`` JSON accepts (SpeculativeConfig's init fields), sorted."""
-    speculative_deprecated_keys: tuple[str, ...]
-    speculative_rejected_keys: tuple[str, ...]
-    """Keys that are fields but make the config fail whenever set (``tensor_parallel_size`` from 0.15.0)."""
-    speculative_methods: tuple[str, ...]
-    """The ``method`` values (see ``speculative_methods_kind``), sorted."""
-    speculative_methods_kind: str
-    """``literal`` (the method field's Literal) or ``recognized`` (a plain str field: the values the class uses)."""
-    speculative_methods_open: bool
-    """True where ``method`` also admits any str (plugins' custom methods; any string in 0.8.2-0.8.4)."""
-    speculative_methods_validated: bool
-    """True where SpeculativeConfig is a pydantic dataclass (a value outside the annotation fails at startup)."""
-    block_size_default: int
-    """The block size used when ``--block-size`` is not given (before an attention backend's own preference)."""
-    block_size_declared: int | None
-    default_block_size_constant: int | None
-    """``CacheConfig.DEFAULT_BLOCK_SIZE`` where the release has it."""
-    gpu_memory_utilization_declared: float | None
-    """The declared default of ``--gpu-memory-utilization``; None where it is resolved later (see below)."""
-    gpu_memory_utilization_resolution: tuple[tuple[str | None, float], ...]
-    """Where the declared default is None: ``(field that must be true, value)`` in order, ``None`` = otherwise."""
-    gpu_memory_utilization_resolved_in: str | None
-    extensible_kv_cache_field: str | None
-    """The CacheConfig field of the extensible KV cache (``enable_extensible_kv_cache``); None where absent."""
-    extensible_kv_cache_default: bool | None
-    """Its declared default (None: decided at run time, by ``extensible_kv_cache_resolved_in``)."""
-    extensible_kv_cache_resolved_in: tuple[str, ...]
-
-    @property
-    def has_extensible_kv_cache(self) -> bool:
-        return self.extensible_kv_cache_field is not None
-
-    def accepts_speculative_key(self, key: str) -> bool:
-        """True if ``--speculative-config`` may carry ``key`` (a field the release does not refuse)."""
-        return key in self.speculative_keys and key not in self.speculative_rejected_keys
-
-    def accepts_speculative_method(self, method: str) -> bool | None:
-        """True if ``method`` is a listed value; None if it is not but the field is open (a str the release may
-        accept or reject at run time); False otherwise."""
-        if method in self.speculative_methods:
-            return True
-        return None if self.speculative_methods_open else False
-
-    def gpu_memory_utilization_when_unset(self, extensible_kv_cache: bool) -> float:
-        """The GPU memory fraction the release uses when ``--gpu-memory-utilization`` is not given, given whether
-        the extensible KV cache ends up enabled (ignored where the declared default is a number)."""
-        if self.gpu_memory_utilization_declared is not None:
-            return self.gpu_memory_utilization_declared
-        for when, value in self.gpu_memory_utilization_resolution:
-            if when is None or (when == self.extensible_kv_cache_field and extensible_kv_cache):
-                return value
-            if when != self.extensible_kv_cache_field:
-                raise ValueError(f"vLLM {self.version}: gpu_memory_utilization resolution depends on {when}")
-        raise ValueError(f"vLLM {self.version}: gpu_memory_utilization has no resolution when unset")
-
-
-def _row_at(table: dict[str, Any], name: str, version: str) -> dict[str, Any]:
-    key = version_key(version)
-    for row in table[name]:
-        if version_key(row["since"]) <= key <= version_key(row["until"]):
-            return dict(row)
-    raise ValueError(f"data/{TABLE_NAME}: no {name} row covers vLLM {version}")
-
-
-def semantics_for(version: str) -> ConfigSemantics:
-    """The config semantics of ``version``, resolved as the flag table resolves it (itself, else the nearest
-    lower extracted release); ValueError outside the extracted range or where this table lacks the release."""
-    resolved = flags.resolve_version(version)
-    table = load_table(TABLE_NAME)
-    if resolved not in table["versions"]:
-        raise ValueError(
-            f"vLLM {version} resolves to {resolved}, which data/{TABLE_NAME} does not cover; "
-            "re-run tools/extract_vllm_config.py"
-        )
-    keys = _row_at(table, "speculative_keys", resolved)
-    methods = _row_at(table, "speculative_methods", resolved)
-    block = _row_at(table, "block_size_default", resolved)
-    gpu = _row_at(table, "gpu_memory_utilization_default", resolved)
-    ext = _row_at(table, "extensible_kv_cache", resolved)["value"]
-    return ConfigSemantics(
-        version=resolved,
-        speculative_keys=tuple(keys["value"]),
-        speculative_deprecated_keys=tuple(keys["deprecated"]),
-        speculative_rejected_keys=tuple(keys["rejected"]),
-        speculative_methods=tuple(methods["value"]),
-        speculative_methods_kind=methods["kind"],
-        speculative_methods_open=bool(methods["open"]),
-        speculative_methods_validated=bool(methods["validated"]),
-        block_size_default=int(block["value"]),
-        block_size_declared=block["declared"],
-        default_block_size_constant=block["DEFAULT_BLOCK_SIZE"],
-        gpu_memory_utilization_declared=gpu["value"],
-        gpu_memory_utilization_resolution=tuple((c["when"], float(c["value"])) for c in gpu["resolution"] or ()),
-        gpu_memory_utilization_resolved_in=gpu["resolved_in"],
-        extensible_kv_cache_field=ext["field"] if ext else None,
-        extensible_kv_cache_default=ext["default"] if ext else None,
-        extensible_kv_cache_resolved_in=tuple(ext["resolved_in"]) if ext else (),
-    )
-
-
 __all__ = [
     "GENERATED_BY",
     "ITEMS",
-    "ConfigSemantics",
     "ReleaseConfig",
     "UndecidableConstruct",
     "build_table",
     "change_report",
     "extract_version",
     "print_report",
-    "semantics_for",
 ]

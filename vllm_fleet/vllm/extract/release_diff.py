@@ -36,7 +36,7 @@ def _choice_change(what: str, old: list[Any] | None, new: list[Any] | None) -> l
 def flag_changes(table: dict[str, Any], old: str, new: str) -> list[str]:
     """Added, removed, deprecated and re-typed ``vllm serve`` arguments from ``old`` to ``new``."""
     out: list[str] = []
-    for dest, entry in sorted(table["args"].items()):
+    for _dest, entry in sorted(table["args"].items()):
         present = entry.get("present_in") or []
         was, now = old in present, new in present
         if now and not was:
