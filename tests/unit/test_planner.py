@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
+from vllm_fleet.catalog import load_model
 from vllm_fleet.planner import plan
 from vllm_fleet.profile import DecodeProfile, section_of
+from vllm_fleet.profile_loader import ProfileError, load_profile
+from vllm_fleet.vllm.render import render
 
 MIB = 1024**2
 GIB = 1024**3
@@ -173,3 +176,61 @@ def test_tensor_parallel_splits_weights_and_kv_heads() -> None:
     assert one.weights_bytes == pytest.approx(70_553_706_496 * 2 / 4, rel=1e-6)
     assert one.kv_bytes_per_token == 2 * 80 * 2 * 128 * 2  # 8 KV heads over 4 ranks
     assert "parallel.tensor_parallel_size" in fields(plan(profile(tensor_parallel_size=3, gpus=4)).findings, "error")
+
+
+# -- vLLM 0.34 and release-aware semantics -------------------------------------------------------------------
+
+
+def repinned(name: str, version: str, **sections: Any) -> DecodeProfile:
+    """A built-in profile pinned to ``version``, with whole sections replaced."""
+    data = load_profile(name).model_dump(exclude_unset=True)
+    return DecodeProfile.model_validate({**data, "vllm_version": version, **sections})
+
+
+@pytest.mark.parametrize("name", ["rtx4090-qwen2.5-7b-spec", "l40-qwen2.5-14b-spec"])
+def test_the_article_profiles_on_0_34(name: str) -> None:
+    # As written they draft with a smaller Qwen whose vocabulary differs: 0.34 dropped use_heterogeneous_vocab,
+    # so the renderer names the key and the releases that take it, and the planner names the fix.
+    with pytest.raises(ProfileError, match=r"use_heterogeneous_vocab.*0\.25\.0\.\.0\.33\.0"):
+        render(repinned(name, "0.34.0"))
+    p = plan(repinned(name, "0.34.0"))
+    assert any("has no use_heterogeneous_vocab" in f.message for f in p.findings if f.severity == "error")
+    # With the lever 0.34 keeps (prompt-lookup speculation) they render, validate and plan with 0.34's model.
+    ngram = repinned(name, "0.34.0", speculative={"method": "ngram", "prompt_lookup_max": 4})
+    rendered = render(ngram)
+    assert rendered.vllm_version == "0.34.0" and "--gpu-memory-utilization" in rendered.argv  # the profile sets it
+    p = plan(ngram)
+    assert (p.memory_family, p.extensible_kv_cache, p.block_size) == ("E", True, 64)
+    assert any(f.field == "cache.kv_cache_memory_bytes" and "estimate" in f.message for f in p.findings)
+    assert any(f.field == "cache.gpu_memory_utilization" and "shares the GPU" in f.message for f in p.findings)
+
+
+def test_on_0_34_an_unset_utilization_stays_unset_and_resolves_to_1() -> None:
+    p34 = profile(vllm_version="0.34.0", gpu_memory_utilization=None)
+    assert p34.cache.gpu_memory_utilization is None
+    assert "--gpu-memory-utilization" not in render(p34).argv
+    assert plan(p34).gpu_memory_utilization == 1.0
+    # before 0.34 the unset value is rendered as 0.9, as it always was (a deployed node's config does not change)
+    p32 = profile(gpu_memory_utilization=None)
+    assert p32.cache.gpu_memory_utilization == 0.9 and "0.9" in render(p32).argv
+
+
+@pytest.mark.parametrize(("pin", "answered_by"), [("0.10.1.1", None), ("0.8.5.post1", None), ("0.9.1.post2", "0.9.1")])
+def test_pep440_pins_resolve_and_say_so(pin: str, answered_by: str | None) -> None:
+    p = plan(profile(vllm_version=pin))
+    notes = [f.message for f in p.findings if f.field == "vllm_version"]
+    if answered_by is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and f"answered by {answered_by}" in notes[0]
+
+
+def test_a_compressed_tensors_fp8_checkpoint_is_sized_as_8_bit() -> None:
+    cfg = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}},
+    }
+    fp8 = load_model("Qwen/Qwen2.5-7B-Instruct").model_copy(update={"quantization_config": cfg})
+    bf16 = plan(profile())
+    p = plan(profile(), model=fp8)
+    assert p.weights_bytes < 0.6 * bf16.weights_bytes and p.kv_budget_bytes > bf16.kv_budget_bytes

@@ -46,7 +46,16 @@ NAMESPACE = uuid.UUID("6f0c3e52-9a41-5d7e-8c1b-2a7d4e9f0b13")
 NS = "urn:vllm-fleet:audit"
 """Namespace of the project's own OSCAL props (check, status, severity, layer, …)."""
 TESTED = frozenset(
-    {"VF-REACH", "VF-SVC-ACTIVE", "VF-VER-LIVE", "VF-LIVE-CACHE", "VF-UNIT-EXPOSURE", "VF-SLO-PREEMPT", "VF-SLO-SPEC"}
+    {
+        "VF-REACH",
+        "VF-SVC-ACTIVE",
+        "VF-VER-LIVE",
+        "VF-LIVE-CACHE",
+        "VF-PLAN-KV",
+        "VF-UNIT-EXPOSURE",
+        "VF-SLO-PREEMPT",
+        "VF-SLO-SPEC",
+    }
 )
 """Checks that exercise the running node (connect, query the live server, run an analyser): OSCAL ``TEST``;
 the others read files and package databases: ``EXAMINE``."""

@@ -148,6 +148,14 @@ CHECKS: dict[str, Check] = {
             "low",
             "use a better drafter or fewer speculative tokens, or turn speculation off",
         ),
+        Check(
+            "VF-PLAN-KV",
+            "the node's real KV capacity is the planner's (exact where the profile fixes it, else within the memory "
+            "model's stated uncertainty)",
+            "low",
+            "plan again with the node's figure in mind (docs/planner.md, 'What the planner can know'): the plan's "
+            "judgments of this node (fit, concurrency) are off by the error shown",
+        ),
     )
 }
 
@@ -450,6 +458,25 @@ def _live_cache_expectations(d: Desired) -> dict[str, str]:
     return cache_config_expectations(DecodeProfile.model_validate(d.profile_data), None)
 
 
+def _judge_plan_kv(j: _Judge, labels: dict[str, str], files: tuple[str, ...]) -> None:
+    """Every audit calibrates the planner: the node's real KV capacity against the plan of its profile."""
+    from vllm_fleet.planner import plan
+    from vllm_fleet.profile import DecodeProfile
+    from vllm_fleet.smoke_checks import kv_capacity_check
+
+    try:
+        result = plan(DecodeProfile.model_validate(j.d.profile_data))
+    except (KeyError, ValueError) as err:
+        j.add("VF-PLAN-KV", "not-reviewed", "a plan of the profile", str(err)[:200], "planner", ())
+        return
+    check = kv_capacity_check(result, labels)
+    if check is None:
+        j.add("VF-PLAN-KV", "not-reviewed", "the node's num_gpu_blocks", "not exposed", "live metrics", files)
+        return
+    expected = f"{result.kv_capacity_blocks} blocks of {result.block_size} ({result.kv_budget_bytes} B of KV per GPU)"
+    j.add("VF-PLAN-KV", "passed" if check.status == "pass" else "failed", expected, check.detail, "live metrics", files)
+
+
 def _judge_live(j: _Judge, active: bool) -> None:
     d, http = j.d, j.ev.http
     version = http.get("/version", {})
@@ -472,7 +499,7 @@ def _judge_live(j: _Judge, active: bool) -> None:
         )
     metrics = http.get("/metrics", {})
     if metrics.get("status") != 200:
-        for check in ("VF-LIVE-CACHE", "VF-SLO-PREEMPT", "VF-SLO-SPEC"):
+        for check in ("VF-LIVE-CACHE", "VF-PLAN-KV", "VF-SLO-PREEMPT", "VF-SLO-SPEC"):
             j.add(
                 check,
                 "not-reviewed",
@@ -488,7 +515,9 @@ def _judge_live(j: _Judge, active: bool) -> None:
     rows = scrape.samples.get(metrics_table.sample_name(info), []) if info else []
     if not rows:
         j.add("VF-LIVE-CACHE", "failed", "vllm:cache_config_info", "not exposed", "live metrics", files)
+        j.add("VF-PLAN-KV", "not-reviewed", "the node's num_gpu_blocks", "not exposed", "live metrics", files)
     else:
+        _judge_plan_kv(j, rows[0][0], files)
         labels = rows[0][0]
         expected = _live_cache_expectations(d)
         wrong = {k: (v, labels.get(k)) for k, v in expected.items() if k in labels and not _same_label(v, labels[k])}
