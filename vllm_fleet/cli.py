@@ -616,7 +616,6 @@ def hardware_import(
     bandwidth_gb_s: Annotated[float | None, typer.Option(help="Datasheet DRAM bandwidth, GB/s.")] = None,
     bf16_tflops: Annotated[float | None, typer.Option(help="Datasheet dense BF16 tensor TFLOPS.")] = None,
     fp8_tflops: Annotated[float | None, typer.Option(help="Datasheet dense FP8 tensor TFLOPS.")] = None,
-    runtime_overhead_mib: Annotated[int | None, typer.Option(help="CUDA context, workspaces, graphs.")] = None,
     nvswitch: Annotated[bool | None, typer.Option("--nvswitch/--no-nvswitch", help="Default: from topo.")] = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="Write the entry here (default: stdout).")] = None,
 ) -> None:
@@ -631,7 +630,6 @@ def hardware_import(
             bandwidth_gb_s=bandwidth_gb_s,
             bf16_tflops=bf16_tflops,
             fp8_tflops=fp8_tflops,
-            runtime_overhead_mib=runtime_overhead_mib,
             nvswitch=nvswitch,
             query_source=query,
             topology_source=topo or "topo",

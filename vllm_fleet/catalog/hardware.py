@@ -47,9 +47,10 @@ class Hardware(BaseModel):
     nvswitch: bool
     """NVSwitch fabric (HGX boards): the driver role installs a version-locked nvidia-fabricmanager."""
     kv_block_size: int = Field(default=16, gt=0)
-    """vLLM's default tokens per KV block on this platform (GPUs 16; the CPU build 128)."""
-    runtime_overhead_mib: int = Field(ge=0)
-    """Reserved besides weights, KV and activations: CUDA context, library workspaces, CUDA graphs."""
+    """The CPU build's tokens per KV block (128); GPUs take the pinned release's default (16, 64 from 0.34)."""
+    runtime_overhead_mib: int | None = Field(default=None, ge=0)
+    """Ignored: entries written before the per-release memory model (vllm_fleet/vllm/memory_model.py) carry it,
+    and still load."""
 
     @property
     def open_kernel_module(self) -> OpenModules:

@@ -182,11 +182,11 @@ class Imported:
         """Field -> (catalogue, this server) where the catalogue entry of the same GPU differs."""
         if self.known is None:
             return {}
-        mine, theirs = self.entry.model_dump(), self.known.model_dump()
+        mine, theirs = self.entry.model_dump(), self.known.model_dump()  # runtime_overhead_mib: None on both
         return {k: (theirs[k], mine[k]) for k in mine if k != "key" and mine[k] != theirs[k]}
 
     def to_yaml(self) -> str:
-        data = self.entry.model_dump(exclude={"key"})
+        data = self.entry.model_dump(exclude={"key", "runtime_overhead_mib"})
         lines = [
             f"# vllm-fleet hardware import: {self.gpus} x {self.entry.name} (compute capability "
             f"{self.entry.compute_capability}: {self.entry.architecture}; open kernel modules: "
@@ -220,7 +220,6 @@ def import_hardware(
     bandwidth_gb_s: float | None = None,
     bf16_tflops: float | None = None,
     fp8_tflops: float | None = None,
-    runtime_overhead_mib: int | None = None,
     nvswitch: bool | None = None,
     query_source: str = "query",
     topology_source: str = "topo",
@@ -299,19 +298,17 @@ def import_hardware(
                 "nvlink": nvlink,
                 "nvswitch": nvswitch,
                 "kv_block_size": known.kv_block_size if known is not None else 16,
-                "runtime_overhead_mib": (
-                    runtime_overhead_mib
-                    if runtime_overhead_mib is not None
-                    else (known.runtime_overhead_mib if known is not None else 1536)
-                ),
             }
         )
     except ValidationError as e:
         raise HardwareImportError(
             "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         ) from None
-    if known is None and runtime_overhead_mib is None:
-        notes.append("runtime_overhead_mib 1536 is an estimate (docs/planner.md); give --runtime-overhead-mib.")
+    if entry.torch_memory_mib is None:
+        notes.append(
+            "torch_memory_mib unknown: the planner takes memory_mib less 480 MiB; add torch's total "
+            "(python -c 'import torch; print(torch.cuda.mem_get_info()[1] // 2**20)') for an exact budget."
+        )
     drivers = sorted({g.driver_version for g in gpus if g.driver_version})
     if drivers:
         notes.append(f"Driver {', '.join(drivers)} on the server.")

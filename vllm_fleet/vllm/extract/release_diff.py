@@ -25,7 +25,9 @@ def spec_at(entry: dict[str, Any], version: str) -> dict[str, Any] | None:
 def _choice_change(what: str, old: list[Any] | None, new: list[Any] | None) -> list[str]:
     if old == new:
         return []
-    if old is None or new is None:
+    if not old or not new:
+        if isinstance(old, list) or isinstance(new, list):
+            return [f"{what}: none -> {len(new or [])} values" if new else f"{what}: {len(old or [])} values -> none"]
         return [f"{what}: {old!r} -> {new!r}"]
     gone = [c for c in old if c not in new]
     came = [c for c in new if c not in old]
@@ -81,8 +83,13 @@ def metric_changes(table: dict[str, Any], old: str, new: str) -> list[str]:
             if a is None or b is None:
                 continue
             for key in ("type", "labels", "buckets", "conditional"):
-                if a.get(key) != b.get(key):
-                    out.append(f"metric {name} {key}: {a.get(key)!r} -> {b.get(key)!r}")
+                old_v, new_v = a.get(key), b.get(key)
+                if old_v == new_v:
+                    continue
+                if isinstance(old_v, list) and isinstance(new_v, list):
+                    out += [f"metric {name} {c}" for c in _choice_change(key, old_v, new_v)]
+                else:
+                    out.append(f"metric {name} {key}: {old_v!r} -> {new_v!r}")
     return out
 
 
