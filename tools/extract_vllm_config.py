@@ -4,7 +4,8 @@
 Companion of ``tools/extract_vllm_flags.py`` and ``tools/extract_vllm_metrics.py``: it reuses their cache of the
 release sources (``${VLLM_FLEET_CACHE:-$HOME/.cache/vllm-fleet}/vllm-src/py/<version>.zip``; a missing zip is
 downloaded as the flag extractor does) and, by default, the version list of ``vllm_fleet/vllm/data/engine_args.json``
-(the cached zips where that table lacks some of them), and reads the source *statically* (``ast``; vLLM is never
+(the three tables cover the same releases; tools/onboard_vllm_release.py extends them together), and reads the
+source *statically* (``ast``; vLLM is never
 imported). Per release it records:
 
 - ``speculative_keys``: the keys ``--speculative-config`` accepts (``SpeculativeConfig``'s init fields), with the
@@ -61,27 +62,12 @@ def flag_table_versions() -> list[str]:
     return versions
 
 
-def cached_versions() -> list[str]:
-    return sorted((p.stem for p in (releases.cache_root() / "py").glob("*.zip")), key=releases.version_key)
-
-
-def default_versions() -> list[str]:
-    """The flag table's versions; where the cache holds releases that table lacks (it is being regenerated),
-    the cached ones as well, so that the two tables can be compared afterwards."""
-    versions = flag_table_versions()
-    extra = [v for v in cached_versions() if v not in versions]
-    if extra:
-        releases.log(f"engine_args.json lacks {', '.join(extra)}: reading the cached releases too")
-        versions = sorted({*versions, *extra}, key=releases.version_key)
-    return versions
-
-
 def selected_versions(vmin: str | None, vmax: str | None) -> list[str]:
     lo = releases.version_key(vmin) if vmin else None
     hi = releases.version_key(vmax) if vmax else None
     return [
         v
-        for v in default_versions()
+        for v in flag_table_versions()
         if (lo is None or releases.version_key(v) >= lo) and (hi is None or releases.version_key(v) <= hi)
     ]
 
