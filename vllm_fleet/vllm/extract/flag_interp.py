@@ -70,7 +70,15 @@ class Project:
         def visit(stmts: list[ast.stmt]) -> None:
             for st in stmts:
                 self._bind_stmt(mod, st, mod.bindings, mod.star_imports)
-                if isinstance(st, ast.If):
+                if isinstance(st, ast.If) and _is_type_checking(st.test):
+                    visit(st.body)
+                    # What runs: the `else` of `if TYPE_CHECKING:` rebinds names the module imported above
+                    # (0.9.2-0.10.2 vllm/config.py: `QuantizationMethods = Any`), so it wins over them.
+                    runtime: dict[str, tuple[Any, ...]] = {}
+                    for sub in st.orelse:
+                        self._bind_stmt(mod, sub, runtime, None)
+                    mod.bindings.update(runtime)
+                elif isinstance(st, ast.If):
                     visit(st.body)
                     visit(st.orelse)
                 elif isinstance(st, ast.Try):
@@ -1162,3 +1170,10 @@ class Interp:
 @dataclass(eq=False)
 class _DictView:
     items: list[Any]
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:``."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
