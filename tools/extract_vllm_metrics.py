@@ -28,7 +28,6 @@ Dependencies: the standard library only.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -47,19 +46,7 @@ FLAG_TABLE = DATA_DIR / "engine_args.json"
 
 
 def flag_table_versions() -> list[str]:
-    data: dict[str, Any] = json.loads(FLAG_TABLE.read_text())
-    versions: list[str] = data["versions"]
-    return versions
-
-
-def selected_versions(vmin: str | None, vmax: str | None) -> list[str]:
-    lo = releases.version_key(vmin) if vmin else None
-    hi = releases.version_key(vmax) if vmax else None
-    return [
-        v
-        for v in flag_table_versions()
-        if (lo is None or releases.version_key(v) >= lo) and (hi is None or releases.version_key(v) <= hi)
-    ]
+    return releases.table_versions(FLAG_TABLE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = releases.cache_root()
     index: dict[str, Any] | None = None
     results: list[ReleaseMetrics] = []
-    for version in selected_versions(opts.min, opts.max):
+    for version in releases.between(flag_table_versions(), opts.min, opts.max):
         t1 = time.monotonic()
         zpath, index = releases.source_zip(version, cache, opts.offline, index)
         res = extract_version(ReleaseSource.from_zip(version, zpath))

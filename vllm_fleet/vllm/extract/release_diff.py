@@ -8,6 +8,7 @@ Standard library only, like the rest of ``vllm_fleet.vllm.extract``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from vllm_fleet.vllm.extract.releases import version_key
@@ -35,21 +36,30 @@ def _choice_change(what: str, old: list[Any] | None, new: list[Any] | None) -> l
     return [f"{what}: {' '.join(parts)}"] if parts else [f"{what}: reordered"]
 
 
+def _entries(
+    entries: dict[str, Any], old: str, new: str
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]]:
+    """(name, entry, spec at ``old``, spec at ``new``) for every table entry present in either release; a spec
+    is None where the entry is absent from that release."""
+    for name, entry in sorted(entries.items()):
+        present = entry.get("present_in") or []
+        was, now = old in present, new in present
+        if was or now:
+            a = (spec_at(entry, old) or entry) if was else None
+            b = (spec_at(entry, new) or entry) if now else None
+            yield name, entry, a, b
+
+
 def flag_changes(table: dict[str, Any], old: str, new: str) -> list[str]:
     """Added, removed, deprecated and re-typed ``vllm serve`` arguments from ``old`` to ``new``."""
     out: list[str] = []
-    for _dest, entry in sorted(table["args"].items()):
-        present = entry.get("present_in") or []
-        was, now = old in present, new in present
-        if now and not was:
-            spec = spec_at(entry, new) or entry
-            out.append(f"flag added: {', '.join(spec['flags'])} ({spec.get('group') or 'no group'})")
-        elif was and not now:
+    for _dest, entry, a, b in _entries(table["args"], old, new):
+        if a is None:
+            added = b or entry
+            out.append(f"flag added: {', '.join(added['flags'])} ({added.get('group') or 'no group'})")
+        elif b is None:
             out.append(f"flag removed: {', '.join(entry['flags'])}")
-        elif was and now:
-            a, b = spec_at(entry, old), spec_at(entry, new)
-            if a is None or b is None or a == b:
-                continue
+        elif a != b:
             name = b["flags"][0]
             if b.get("deprecated") and not a.get("deprecated"):
                 out.append(f"flag deprecated: {name}")
@@ -57,11 +67,8 @@ def flag_changes(table: dict[str, Any], old: str, new: str) -> list[str]:
                 out.append(f"flag respelled: {', '.join(a['flags'])} -> {', '.join(b['flags'])}")
             if (a["kind"], a["type"]) != (b["kind"], b["type"]):
                 out.append(f"flag retyped: {name} {a['kind']}/{a['type']} -> {b['kind']}/{b['type']}")
-            out += [f"flag {name} {c}" for c in _choice_change("choices", a.get("choices"), b.get("choices"))]
-            out += [
-                f"flag {name} {c}"
-                for c in _choice_change("listed values", a.get("metavar_choices"), b.get("metavar_choices"))
-            ]
+            for key, what in (("choices", "choices"), ("metavar_choices", "listed values")):
+                out += [f"flag {name} {c}" for c in _choice_change(what, a.get(key), b.get(key))]
             if a.get("negative_flags") != b.get("negative_flags"):
                 out.append(f"flag {name} negative forms: {a.get('negative_flags')} -> {b.get('negative_flags')}")
     return out
@@ -70,18 +77,13 @@ def flag_changes(table: dict[str, Any], old: str, new: str) -> list[str]:
 def metric_changes(table: dict[str, Any], old: str, new: str) -> list[str]:
     """Metric families added or removed, and families whose type, labels or buckets changed."""
     out: list[str] = []
-    for name, entry in sorted(table["metrics"].items()):
-        present = entry.get("present_in") or []
-        was, now = old in present, new in present
-        if now and not was:
-            spec = spec_at(entry, new) or entry
-            out.append(f"metric added: {name} ({spec.get('type')}, {spec.get('conditional')})")
-        elif was and not now:
+    for name, entry, a, b in _entries(table["metrics"], old, new):
+        if a is None:
+            added = b or entry
+            out.append(f"metric added: {name} ({added.get('type')}, {added.get('conditional')})")
+        elif b is None:
             out.append(f"metric removed: {name}")
-        elif was and now:
-            a, b = spec_at(entry, old), spec_at(entry, new)
-            if a is None or b is None:
-                continue
+        else:
             for key in ("type", "labels", "buckets", "conditional"):
                 old_v, new_v = a.get(key), b.get(key)
                 if old_v == new_v:

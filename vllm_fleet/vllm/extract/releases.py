@@ -53,6 +53,19 @@ def version_key(version: str) -> tuple[int, ...]:
     return (*release, int(m.group(2) or 0))
 
 
+def table_versions(path: Path) -> list[str]:
+    """The releases a committed table holds (``versions``), oldest first: the range the companion readers follow."""
+    versions: list[str] = json.loads(path.read_text())["versions"]
+    return versions
+
+
+def between(versions: list[str], vmin: str | None, vmax: str | None) -> list[str]:
+    """``versions`` from ``vmin`` to ``vmax`` (either open when None)."""
+    lo = version_key(vmin) if vmin else None
+    hi = version_key(vmax) if vmax else None
+    return [v for v in versions if (lo is None or version_key(v) >= lo) and (hi is None or version_key(v) <= hi)]
+
+
 def is_final_release(version: str) -> bool:
     return _VERSION_RE.match(version) is not None
 
