@@ -9,6 +9,7 @@ resolving a version as the flag table does (itself, else the nearest lower extra
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from vllm_fleet.vllm import flags
@@ -87,6 +88,7 @@ def _row_at(table: dict[str, Any], name: str, version: str) -> dict[str, Any]:
     raise ValueError(f"data/{TABLE_NAME}: no {name} row covers vLLM {version}")
 
 
+@cache
 def semantics_for(version: str) -> ConfigSemantics:
     """The config semantics of ``version``, resolved as the flag table resolves it (itself, else the nearest
     lower extracted release); ValueError outside the extracted range or where this table lacks the release."""
