@@ -19,7 +19,7 @@ import json
 import math
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -28,6 +28,8 @@ from rich.table import Table
 from vllm_fleet.catalog import load_hardware, load_model
 from vllm_fleet.monitoring.buckets import CUSTOM_BUCKETS_ARG
 from vllm_fleet.monitoring.signals import BUCKET_FAMILY, Signal, release_metrics
+from vllm_fleet.node_reads import DEFAULT_BOUNDS, NodeReadError, ReadBounds, get_one, run_sync, stream_lines
+from vllm_fleet.node_reads import client as node_client
 from vllm_fleet.planner import Plan, plan, step_time_s
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.smoke import served_name
@@ -170,8 +172,15 @@ def quantile_bucket(q: float, cumulative: list[tuple[float, float]]) -> Bucket |
     return Bucket(lower, None)
 
 
-def _scrape(url: str, headers: dict[str, str]) -> Scrape:
-    return parse_scrape(httpx.get(f"{url}/metrics", headers=headers, timeout=10).raise_for_status().text)
+class BenchError(ValueError):
+    """A node that could not be benchmarked: unreachable, a bound exceeded (node_reads), an answer out of shape."""
+
+
+def _scrape(url: str, headers: dict[str, str], bounds: ReadBounds) -> Scrape:
+    answer = get_one(url, "/metrics", headers, bounds)
+    if answer.status != 200:
+        raise BenchError(f"{url}/metrics answered {answer.status}")
+    return parse_scrape(answer.text)
 
 
 def _delta(after: Scrape, before: Scrape, family: str) -> list[tuple[float, float]]:
@@ -249,7 +258,7 @@ def finer_buckets_notes(profile: DecodeProfile, server: dict[str, ServerLatency]
     return list(notes.values())
 
 
-async def _one(client: httpx.AsyncClient, model: str, max_tokens: int) -> StreamTiming:
+async def _one(client: httpx.AsyncClient, model: str, max_tokens: int, bounds: ReadBounds) -> StreamTiming:
     """One streamed completion, timed per chunk (a chunk is a data event with a choice, as vLLM's bench counts)."""
     body = {"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "ignore_eos": True, "stream_options": {"include_usage": True}}  # fmt: skip
@@ -258,34 +267,41 @@ async def _one(client: httpx.AsyncClient, model: str, max_tokens: int) -> Stream
     last = start
     gaps: list[float] = []
     chunks = tokens = 0
-    async with client.stream("POST", "/v1/completions", json=body) as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
+    async with asyncio.timeout(bounds.stream_s), client.stream("POST", "/v1/completions", json=body) as r:
+        if r.status_code != 200:
+            raise BenchError(f"/v1/completions answered {r.status_code}")
+        async for raw in stream_lines(r, bounds):
+            if not raw.startswith(b"data: ") or raw == b"data: [DONE]":
                 continue
             now = time.perf_counter()
-            chunk = json.loads(line[6:])
-            if chunk.get("choices"):
-                chunks += 1
-                if ttft is None:
-                    ttft = now - start
-                else:
-                    gaps.append(now - last)
-                last = now
-            elif chunk.get("usage"):
-                tokens = int(chunk["usage"]["completion_tokens"])
+            try:
+                chunk = json.loads(raw[6:])
+                if not isinstance(chunk, dict):
+                    raise ValueError("not an object")
+                if chunk.get("choices"):
+                    chunks += 1
+                    if ttft is None:
+                        ttft = now - start
+                    else:
+                        gaps.append(now - last)
+                    last = now
+                elif chunk.get("usage"):
+                    tokens = int(chunk["usage"]["completion_tokens"])
+            except (ValueError, KeyError, TypeError) as err:
+                raise BenchError(f"/v1/completions: a stream event that is not an OpenAI chunk ({err})") from None
     if ttft is None:
-        raise RuntimeError("the stream carried no tokens")
+        raise BenchError("/v1/completions: the stream carried no tokens")
     return StreamTiming(output_tokens=tokens or chunks, ttft_s=ttft, latency_s=last - start, itl_s=tuple(gaps))
 
 
 async def _level(
-    url: str, headers: dict[str, str], model: str, c: int, per_client: int, max_tokens: int
+    url: str, headers: dict[str, str], model: str, c: int, per_client: int, max_tokens: int, bounds: ReadBounds
 ) -> tuple[list[StreamTiming], float]:
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600) as client:
+    # Per read as long as a whole stream may take (a loaded node's first token); the stream's own bound is total.
+    async with node_client(url, headers, replace(bounds, request_s=bounds.stream_s)) as client:
 
         async def worker() -> list[StreamTiming]:
-            return [await _one(client, model, max_tokens) for _ in range(per_client)]
+            return [await _one(client, model, max_tokens, bounds) for _ in range(per_client)]
 
         start = time.perf_counter()
         results = await asyncio.gather(*(worker() for _ in range(c)))
@@ -338,23 +354,32 @@ def sweep(
     max_tokens: int = 64,
     requests_per_client: int = 2,
     api_key: str | None = None,
+    bounds: ReadBounds = DEFAULT_BOUNDS,
 ) -> Sweep:
+    """Every level in turn; BenchError when the node cannot be benchmarked (every read bounded by ``bounds``)."""
     p = plan(profile)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     model = served_name(profile)
     out = Sweep(url=url, profile=profile.name, max_tokens=max_tokens)
-    asyncio.run(_level(url, headers, model, 1, 1, 8))  # warm-up, not measured
-    for c in concurrencies:
-        before = _scrape(url, headers)
-        timings, wall = asyncio.run(_level(url, headers, model, c, requests_per_client, max_tokens))
-        after = _scrape(url, headers)
-        level = level_of(profile, p, c, max_tokens, timings, wall)
-        level.server = server_latency(profile, after, before)
-        level.engine_steps = _engine_steps(profile, after, before)
-        level.notes = finer_buckets_notes(profile, level.server)
-        if (burst := burst_note(level)) is not None:
-            level.notes.append(burst)
-        out.levels.append(level)
+    try:
+        run_sync(_level(url, headers, model, 1, 1, 8, bounds))  # warm-up, not measured
+        for c in concurrencies:
+            before = _scrape(url, headers, bounds)
+            timings, wall = run_sync(_level(url, headers, model, c, requests_per_client, max_tokens, bounds))
+            after = _scrape(url, headers, bounds)
+            level = level_of(profile, p, c, max_tokens, timings, wall)
+            level.server = server_latency(profile, after, before)
+            level.engine_steps = _engine_steps(profile, after, before)
+            level.notes = finer_buckets_notes(profile, level.server)
+            if (burst := burst_note(level)) is not None:
+                level.notes.append(burst)
+            out.levels.append(level)
+    except TimeoutError:
+        raise BenchError(f"{url}: a streamed completion took longer than {bounds.stream_s:g} s (the bound)") from None
+    except (NodeReadError, httpx.HTTPError) as err:
+        raise BenchError(f"{url}: {err}") from None
+    except ValueError as err:  # a scrape that cannot be parsed (ScrapeError), a URL that is not one
+        raise BenchError(f"{url}: {err}") from None
     return out
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -13,10 +15,12 @@ import typer
 from rich.console import Console
 
 from vllm_fleet import report
+from vllm_fleet.node_reads import DEFAULT_BOUNDS, MiB
+from vllm_fleet.node_text import printable
 from vllm_fleet.paths import project_root
 from vllm_fleet.planner import DEFAULT_CONTEXT_TOKENS, plan
 from vllm_fleet.profile_loader import ProfileError, builtin_profiles, load_profile
-from vllm_fleet.tables import print_table, table
+from vllm_fleet.tables import print_table, styled, table
 from vllm_fleet.validate import check_file
 from vllm_fleet.vllm.render import config_yaml, env_file, render
 
@@ -26,7 +30,35 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-app = typer.Typer(help="Infrastructure-as-code for vLLM on sovereign GPU servers.", no_args_is_help=True)
+EX_SOFTWARE = 70
+"""Exit code of an internal error (sysexits.h): a bug to report, never an answer to the input."""
+
+
+class _GuardedTyper(typer.Typer):
+    """The command line's last resort: an exception no command turned into its one-line error is one line naming
+    its type and the way to the traceback (``VLLM_FLEET_DEBUG=1``), exit 70; never a traceback on a user's screen.
+    Usage errors stay click's (exit 2); Ctrl-C is typer's quiet exit 130."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import os
+
+        try:
+            return super().__call__(*args, **kwargs)
+        except Exception as e:
+            if os.environ.get("VLLM_FLEET_DEBUG"):
+                raise
+            why = printable(f"{type(e).__name__}: {e}")[:500]
+            sys.stderr.write(
+                f"vllm-fleet: internal error: {why} (please report; rerun with VLLM_FLEET_DEBUG=1 for the traceback)\n"
+            )
+            sys.exit(EX_SOFTWARE)
+
+
+app = _GuardedTyper(
+    help="Infrastructure-as-code for vLLM on sovereign GPU servers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,  # VLLM_FLEET_DEBUG=1: the plain traceback, no locals (they hold API keys)
+)
 out = Console()
 err = Console(stderr=True)
 
@@ -42,10 +74,80 @@ class Format(StrEnum):
 def _fail(error: ProfileError | ValueError, code: int = 1) -> typer.Exit:
     if isinstance(error, ProfileError):
         for problem in error.problems:
-            err.print(f"{error.source}: {problem}", markup=False, highlight=False)
+            err.print(printable(f"{error.source}: {problem}", newlines=True), markup=False, highlight=False)
     else:
-        err.print(f"error: {error}", markup=False, highlight=False)
+        err.print(printable(f"error: {error}", newlines=True), markup=False, highlight=False)
     return typer.Exit(code)
+
+
+# Argument checks, as click parameter callbacks: a bad value is click's usage error (exit 2) naming the option,
+# before any work. click's FloatRange lets nan through and inf past a min, hence _finite.
+def _finite(value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def _positive(value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"{value} is not a positive finite number")
+    return value
+
+
+def _out_file(value: Path | None) -> Path | None:
+    """An output file: not a directory, in an existing folder this user may write."""
+    if value is None:
+        return None
+    shown = printable(str(value))
+    if value.is_dir():
+        raise typer.BadParameter(f"{shown} is a directory; name a file (e.g. {shown}/report.xml)")
+    folder = value.parent
+    if not folder.is_dir():
+        raise typer.BadParameter(f"folder {printable(str(folder))} does not exist; create it first")
+    if not os.access(folder, os.W_OK | os.X_OK) or (value.exists() and not os.access(value, os.W_OK)):
+        raise typer.BadParameter(f"{shown} is not writable by this user; name another file")
+    return value
+
+
+def _out_dir(value: Path | None) -> Path | None:
+    """An output directory: not a file; created with its parents when missing, under a folder this user may write."""
+    if value is None:
+        return None
+    shown = printable(str(value))
+    if value.exists() and not value.is_dir():
+        raise typer.BadParameter(f"{shown} is a file, not a directory; name a directory")
+    existing = value
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise typer.BadParameter(f"{printable(str(existing))} is a file, so {shown} cannot be a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise typer.BadParameter(f"{printable(str(existing))} is not writable by this user; name another directory")
+    return value
+
+
+MAX_CONCURRENCY = 4096
+"""Highest `bench --concurrency` level (clients at once)."""
+
+
+def _concurrency_levels(value: str) -> list[int]:
+    levels = []
+    for part in value.split(","):
+        level = part.strip()
+        if not level:
+            continue
+        if not (level.isascii() and level.isdigit() and 1 <= int(level) <= MAX_CONCURRENCY):
+            shown = printable(level)[:40]
+            raise typer.BadParameter(f"{shown!r} is not a whole number from 1 to {MAX_CONCURRENCY}; e.g. 1,2,4,8")
+        levels.append(int(level))
+    if not levels:
+        raise typer.BadParameter("no level; give levels such as 1,2,4,8")
+    return levels
+
+
+def _concurrency(value: str) -> str:
+    _concurrency_levels(value)
+    return value
 
 
 @app.command()
@@ -61,9 +163,9 @@ def profiles() -> None:
 def plan_cmd(
     profile: ProfileOpt,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
-    context: Annotated[int, typer.Option(help="Mean context tokens per sequence for the aggregate roofline.")] = (
-        DEFAULT_CONTEXT_TOKENS
-    ),
+    context: Annotated[
+        int, typer.Option(help="Mean context tokens per sequence for the aggregate roofline.", min=1)
+    ] = (DEFAULT_CONTEXT_TOKENS),
 ) -> None:
     """Memory budget, KV capacity, decode roofline and findings for a profile. Exit 1 on errors."""
     try:
@@ -170,22 +272,24 @@ def _print_checks(result: SmokeResult, as_json: bool, junit: Path | None) -> Non
     checks = table("check", "result", "detail", title=f"smoke: {result.url} ({result.profile})")
     style = {"pass": "green", "fail": "bold red", "skip": "dim", "warn": "yellow"}
     for c in result.checks:
-        checks.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+        checks.add_row(c.name, styled(c.status, style[c.status]), c.detail)
     print_table(out, checks)
     if result.reason:
-        err.print(f"could not check: {result.reason}", markup=False)
+        err.print(f"could not check: {printable(result.reason)}", markup=False)
 
 
 @app.command("smoke")
 def smoke_cmd(
     url: Annotated[str, typer.Argument(help="Base URL of the node, e.g. http://10.0.0.5:8000")],
     profile: ProfileOpt,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.")] = 120,
-    requests: Annotated[int, typer.Option(help="Concurrent probe completions.")] = 4,
-    max_tokens: Annotated[int, typer.Option(help="Tokens per probe completion.")] = 32,
-    api_key_file: Annotated[Path | None, typer.Option(help="File holding the node's API key.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.", min=0, callback=_finite)] = 120,
+    requests: Annotated[int, typer.Option(help="Concurrent probe completions.", min=1, max=MAX_CONCURRENCY)] = 4,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per probe completion.", min=1)] = 32,
+    api_key_file: Annotated[
+        Path | None, typer.Option(help="File holding the node's API key.", exists=True, dir_okay=False)
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    junit: Annotated[Path | None, typer.Option(help="Also write a JUnit XML report here.")] = None,
+    junit: Annotated[Path | None, typer.Option(help="Also write a JUnit XML report here.", callback=_out_file)] = None,
 ) -> None:
     """Gate a node: /health, /v1/models, a probe load, then /metrics against the profile.
 
@@ -196,7 +300,7 @@ def smoke_cmd(
         prof = load_profile(profile)
     except ProfileError as e:
         raise _fail(e, 2) from None
-    key = api_key_file.read_text().strip() if api_key_file else None
+    key = _read_secret(api_key_file, "--api-key-file").strip() if api_key_file else None
     result = smoke(url, prof, timeout_s=timeout, requests=requests, max_tokens=max_tokens, api_key=key)
     _print_checks(result, as_json, junit)
     raise typer.Exit(result.exit_code)
@@ -205,7 +309,7 @@ def smoke_cmd(
 @app.command("up")
 def up_cmd(
     hosts: Annotated[
-        int | None, typer.Option("--hosts", "-n", help="Lab hosts (default: as many as are up, else 2).")
+        int | None, typer.Option("--hosts", "-n", help="Lab hosts (default: as many as are up, else 2).", min=1)
     ] = (None),
     stack_name: Annotated[str, typer.Option("--stack", help="Pulumi stack name.")] = "lab",
     profile: Annotated[
@@ -275,7 +379,9 @@ def up_cmd(
     reports = project_root() / "out" / "audit"
     reports.mkdir(parents=True, exist_ok=True)
     plan = run.plan  # the plan the lab's Prometheus was generated from: one plan of the fleet per `up`
-    result = audit(targets(plan), reports, private_key=key, api_key=api_key)
+    from vllm_fleet.lab.fleet import lab_signing_key
+
+    result = audit(targets(plan), reports, private_key=key, api_key=api_key, sign_key=lab_signing_key()[0])
     _print_rollout(plan, run, reports / "evidence")
     print_table(out, result.findings)
     out.print(f"audit reports: {reports}/ (audit.html, audit.json, audit.junit.xml, …; evidence/)", markup=False)
@@ -360,45 +466,124 @@ def audit_cmd(
     api_key_file: Annotated[Path | None, typer.Option(help="File holding the nodes' API key.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json on stdout.")] = "table",
     all_checks: Annotated[bool, typer.Option("--all", help="Show passed checks in the table too.")] = False,
+    sign_key: Annotated[
+        Path | None,
+        typer.Option(
+            help="SSH private key that signs the evidence bundle (ssh-keygen -Y; default for the lab: its own)."
+        ),
+    ] = None,
+    allowed_signers: Annotated[
+        Path | None,
+        typer.Option(help="With --evidence: OpenSSH allowed-signers file of the keys you trust to sign bundles."),
+    ] = None,
+    unsigned: Annotated[
+        bool,
+        typer.Option("--unsigned", help="With --evidence: judge a bundle whose signature is absent or unverified."),
+    ] = False,
+    host_timeout: Annotated[
+        float, typer.Option(help="Seconds one host's read (SSH script and endpoints) may take.", min=1)
+    ] = DEFAULT_BOUNDS.ssh_s,
+    request_timeout: Annotated[
+        float, typer.Option(help="Seconds one HTTP request to a node may take, body included.", min=1)
+    ] = DEFAULT_BOUNDS.request_s,
+    max_metrics_mib: Annotated[
+        int, typer.Option(help="Largest /metrics answer read from a node, MiB.", min=1)
+    ] = DEFAULT_BOUNDS.metrics_bytes // MiB,
 ) -> None:
     """Audit what every node really runs (process argv, config on disk, live /metrics and /version, packages,
     unit hardening) against its profile, read-only. Reports under --out: audit.json, audit.junit.xml, audit.hdf.json,
-    audit.oscal.json, audit.html and the evidence bundle (every collected file + sha256 manifest).
+    audit.oscal.json, audit.html and the evidence bundle (every collected file + sha256 manifest, signed with
+    --sign-key). Every read from a node is bounded (docs/security.md): a host that drips or floods is that host's
+    error, the others are audited. `--evidence DIR` re-judges a saved bundle offline, its signature verified
+    against --allowed-signers (refused unsigned or unverified unless --unsigned).
 
-    Exit codes: 0 compliant, 1 drift found, 2 some host could not be audited (the others are still reported)."""
-    from vllm_fleet.audit import audit, judge_bundle, write_reports
+    Exit codes: 0 compliant, 1 drift found, 2 some host could not be audited (the others are still reported), or
+    the bundle or an input file cannot be used."""
+    import math
+
+    from vllm_fleet.audit import audit, rejudge, write_reports
     from vllm_fleet.audit.evidence import BundleError
     from vllm_fleet.audit.oscal import ControlsError
     from vllm_fleet.audit.report import exit_code, print_table, to_json
+    from vllm_fleet.audit.signature import SignatureError
     from vllm_fleet.audit.waivers import WaiverError
     from vllm_fleet.fleet_plan import FleetError
+    from vllm_fleet.node_reads import ReadBounds
     from vllm_fleet.user_yaml import InputFileError
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if fmt not in ("table", "json"):
+        raise _fail(ValueError(f"--format {fmt!r}: use table or json"), 2)
+    for name, value in (("--host-timeout", host_timeout), ("--request-timeout", request_timeout)):
+        if not math.isfinite(value):
+            raise _fail(ValueError(f"{name} {value}: give a finite number of seconds"), 2)
+    if evidence is None and (allowed_signers is not None or unsigned):
+        raise _fail(ValueError("--allowed-signers and --unsigned judge a saved bundle: add --evidence DIR"), 2)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise _fail(ValueError(f"--out {out_dir}: a file, not a directory; name a directory for the reports"), 2)
+    bounds = ReadBounds(request_s=request_timeout, ssh_s=host_timeout, metrics_bytes=max_metrics_mib * MiB)
+    provenance: dict[str, object] | None = None
     try:
+        out_dir.mkdir(parents=True, exist_ok=True)
         if evidence is not None:
-            findings = judge_bundle(evidence)
-            write_reports(findings, out_dir, evidence, controls)
+            judged = rejudge(evidence, waivers=waivers, allowed_signers=allowed_signers, unsigned=unsigned)
+            findings, provenance = judged.findings, judged.provenance()
+            write_reports(findings, out_dir, evidence, controls, provenance)
         else:
-            private_key = ssh_key.read_text() if ssh_key else None
-            api_key = api_key_file.read_text().strip() if api_key_file else None
+            private_key = _read_secret(ssh_key, "--ssh-key") if ssh_key else None
+            api_key = _read_secret(api_key_file, "--api-key-file").strip() if api_key_file else None
             if not sources:
                 _, private_key, api_key = _lab_audit_source()
+                if sign_key is None:
+                    from vllm_fleet.lab.fleet import lab_signing_key
+
+                    sign_key = lab_signing_key()[0]
             todo = _audit_targets(sources, hosts)
             findings = audit(
-                todo, out_dir, private_key=private_key, api_key=api_key, waivers=waivers, controls=controls
+                todo,
+                out_dir,
+                private_key=private_key,
+                api_key=api_key,
+                waivers=waivers,
+                controls=controls,
+                sign_key=sign_key,
+                bounds=bounds,
             ).findings
-    except (FleetError, InputFileError, WaiverError, BundleError, ControlsError) as e:
+    except (FleetError, InputFileError, WaiverError, BundleError, ControlsError, SignatureError) as e:
         raise _fail(ValueError(str(e)), 2) from None
+    except OSError as e:
+        raise _fail(ValueError(f"{e.filename or out_dir}: {e.strerror or e}"), 2) from None
     if fmt == "json":
-        sys.stdout.write(to_json(findings))
+        sys.stdout.write(to_json(findings, provenance=provenance))
     else:
         print_table(out, findings, all_checks)
+        if provenance is not None:
+            signature = provenance["signature"]
+            detail = signature.get("detail") if isinstance(signature, dict) else "not checked"
+            out.print(f"evidence: {detail}; waivers: {provenance['waivers']}", markup=False, highlight=False)
         out.print(
             f"reports: {out_dir}/ (audit.html, audit.json, audit.junit.xml, audit.oscal.json, hdf/), "
-            f"evidence: {out_dir}/evidence"
+            f"evidence: {out_dir}/evidence" + (f" (signed with {sign_key})" if sign_key and evidence is None else ""),
+            markup=False,
+            highlight=False,
         )
     raise typer.Exit(exit_code(findings))
+
+
+MAX_SECRET_BYTES = 64 * 1024
+"""Largest key file read (an SSH private key is a few KiB)."""
+
+
+def _read_secret(path: Path, option: str) -> str:
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_SECRET_BYTES + 1)
+        if len(raw) > MAX_SECRET_BYTES:
+            raise ValueError(f"larger than {MAX_SECRET_BYTES // 1024} KiB, not a key")
+        return raw.decode("utf-8")
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) else "not UTF-8 text" if isinstance(e, UnicodeError) else str(e)
+        shown = printable(str(path))
+        raise _fail(ValueError(f"{option} {shown}: cannot read: {why}; give a readable file"), 2) from None
 
 
 @app.command("monitoring")
@@ -414,7 +599,9 @@ def monitoring_cmd(
         ),
     ] = None,
     hosts: Annotated[str, typer.Option("--hosts", help="Inventory only: the group or host to monitor.")] = "vllm_nodes",
-    out_dir: Annotated[Path, typer.Option("--out", help="The directory to write.")] = Path("out/monitoring"),
+    out_dir: Annotated[Path, typer.Option("--out", help="The directory to write.", callback=_out_dir)] = Path(
+        "out/monitoring"
+    ),
     runbook: Annotated[
         str, typer.Option(help="Where docs/monitoring.md is served: each alert's runbook_url is this + #alert.")
     ] = "docs/monitoring.md",
@@ -447,23 +634,32 @@ def monitoring_cmd(
 def bench_cmd(
     url: Annotated[str, typer.Argument(help="Base URL of the node.")],
     profile: ProfileOpt,
-    concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency levels.")] = "1,2,4,8",
-    max_tokens: Annotated[int, typer.Option(help="Tokens per completion (ignore_eos).")] = 64,
-    requests_per_client: Annotated[int, typer.Option(help="Sequential completions per client per level.")] = 2,
+    concurrency: Annotated[
+        str, typer.Option(help="Comma-separated concurrency levels (1 to 4096).", callback=_concurrency)
+    ] = "1,2,4,8",
+    max_tokens: Annotated[int, typer.Option(help="Tokens per completion (ignore_eos).", min=1)] = 64,
+    requests_per_client: Annotated[int, typer.Option(help="Sequential completions per client per level.", min=1)] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="Print the sweep as JSON.")] = False,
-    plot_file: Annotated[Path | None, typer.Option("--plot", help="Write a PNG of throughput vs concurrency.")] = None,
-    api_key_file: Annotated[Path | None, typer.Option(help="File holding the node's API key.")] = None,
+    plot_file: Annotated[
+        Path | None, typer.Option("--plot", help="Write a PNG of throughput vs concurrency.", callback=_out_file)
+    ] = None,
+    api_key_file: Annotated[
+        Path | None, typer.Option(help="File holding the node's API key.", exists=True, dir_okay=False)
+    ] = None,
 ) -> None:
     """Decode tokens/s per user and aggregate, TTFT and ITL at each concurrency, beside the planner's roofline."""
-    from vllm_fleet.bench import plot, sweep, tables
+    from vllm_fleet.bench import BenchError, plot, sweep, tables
 
     try:
         prof = load_profile(profile)
-        levels = [int(x) for x in concurrency.split(",") if x.strip()]
+        levels = _concurrency_levels(concurrency)
     except (ProfileError, ValueError) as e:
         raise _fail(e, 2) from None
-    key = api_key_file.read_text().strip() if api_key_file else None
-    result = sweep(url, prof, levels, max_tokens=max_tokens, requests_per_client=requests_per_client, api_key=key)
+    key = _read_secret(api_key_file, "--api-key-file").strip() if api_key_file else None
+    try:
+        result = sweep(url, prof, levels, max_tokens=max_tokens, requests_per_client=requests_per_client, api_key=key)
+    except BenchError as e:
+        raise _fail(e, 2) from None
     if plot_file:
         plot(result, plot_file)
     if as_json:
@@ -496,16 +692,16 @@ def metrics_check(
     profile: ProfileOpt,
     before: Annotated[Path | None, typer.Option(help="An earlier scrape, for counter and histogram deltas.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    junit: Annotated[Path | None, typer.Option(help="Also write a JUnit XML report here.")] = None,
+    junit: Annotated[Path | None, typer.Option(help="Also write a JUnit XML report here.", callback=_out_file)] = None,
 ) -> None:
     """The smoke test's /metrics checks on saved scrapes. Exit 0 pass, 1 fail, 2 could not check."""
     from vllm_fleet.smoke import SmokeResult
-    from vllm_fleet.smoke_checks import check_metrics, parse_scrape
+    from vllm_fleet.smoke_checks import check_metrics, read_scrape
 
     try:
         prof = load_profile(profile)
-        after = parse_scrape(file.read_text(encoding="utf-8"))
-        earlier = parse_scrape(before.read_text(encoding="utf-8")) if before else None
+        after = read_scrape(file)
+        earlier = read_scrape(before) if before else None
     except ProfileError as e:
         raise _fail(e, 2) from None
     except (OSError, ValueError) as e:
@@ -551,7 +747,10 @@ def _router_call(ctx: typer.Context, call: Callable[[HAProxyRouter], _T]) -> _T:
 ServerArg = Annotated[str, typer.Argument(help="The server's name in the backend (the host's name).")]
 
 
-WaitOpt = Annotated[float, typer.Option("--wait", help="Seconds to wait for the state to take effect (0: none).")]
+WaitOpt = Annotated[
+    float,
+    typer.Option("--wait", help="Seconds to wait for the state to take effect (0: none).", min=0, callback=_finite),
+]
 
 
 @router_app.command("drain")
@@ -613,11 +812,19 @@ def hardware_import(
     key: Annotated[
         str | None, typer.Option(help="Catalogue key (default: the same GPU's, else from the name).")
     ] = None,
-    bandwidth_gb_s: Annotated[float | None, typer.Option(help="Datasheet DRAM bandwidth, GB/s.")] = None,
-    bf16_tflops: Annotated[float | None, typer.Option(help="Datasheet dense BF16 tensor TFLOPS.")] = None,
-    fp8_tflops: Annotated[float | None, typer.Option(help="Datasheet dense FP8 tensor TFLOPS.")] = None,
+    bandwidth_gb_s: Annotated[
+        float | None, typer.Option(help="Datasheet DRAM bandwidth, GB/s.", callback=_positive)
+    ] = None,
+    bf16_tflops: Annotated[
+        float | None, typer.Option(help="Datasheet dense BF16 tensor TFLOPS.", callback=_positive)
+    ] = None,
+    fp8_tflops: Annotated[
+        float | None, typer.Option(help="Datasheet dense FP8 tensor TFLOPS.", callback=_positive)
+    ] = None,
     nvswitch: Annotated[bool | None, typer.Option("--nvswitch/--no-nvswitch", help="Default: from topo.")] = None,
-    out_file: Annotated[Path | None, typer.Option("--out", help="Write the entry here (default: stdout).")] = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Write the entry here (default: stdout).", callback=_out_file)
+    ] = None,
 ) -> None:
     """A real server's nvidia-smi output as a hardware catalogue entry (hardware.yaml's schema)."""
     from vllm_fleet.catalog import hardware_import as hi

@@ -14,11 +14,12 @@ key into its section and says where it went.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from packaging.version import Version
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from vllm_fleet import values
 
@@ -299,6 +300,28 @@ class DecodeProfile(_Strict):
     """Further engine arguments by vLLM name (``max_logprobs: 5``), checked against the pinned version."""
     slo: SLOs = Field(default_factory=SLOs)
     """Service levels the smoke test gates on."""
+
+    @field_validator("extra_args")
+    @classmethod
+    def _histogram_buckets(cls, extra: dict[str, Any]) -> dict[str, Any]:
+        """``custom_histogram_buckets`` (vLLM's --custom-histogram-buckets): family -> increasing finite bounds, as
+        monitoring's SLO alerts and bench read them."""
+        buckets = extra.get("custom_histogram_buckets")
+        if buckets is None:
+            return extra
+        where = "custom_histogram_buckets"
+        if not isinstance(buckets, dict):
+            raise ValueError(f"{where}: a mapping of histogram family to its bucket bounds, e.g. ttft: [0.1, 0.5, 1]")
+        for family, bounds in buckets.items():
+            at = f"{where}[{family!r}]"
+            if not isinstance(family, str) or not isinstance(bounds, list) or not bounds:
+                raise ValueError(f"{at}: a non-empty list of bucket bounds in seconds, e.g. [0.1, 0.5, 1]")
+            for i, bound in enumerate(bounds):
+                if isinstance(bound, bool) or not isinstance(bound, int | float) or not math.isfinite(bound):
+                    raise ValueError(f"{at}[{i}]: {str(bound)[:40]!r} is not a finite number of seconds")
+            if any(b >= a for a, b in zip(bounds[1:], bounds, strict=False)):
+                raise ValueError(f"{at}: bounds must increase strictly (sort them, drop duplicates)")
+        return extra
 
     @model_validator(mode="after")
     def _utilization_of_the_pin(self) -> DecodeProfile:

@@ -1,23 +1,35 @@
 """Checks of a node's `/metrics` against its decode profile: pure functions over parsed scrapes.
 
-Metric names come from the metric table keyed by vLLM version (vllm/metrics_table.py), never from memory; the
-scrape is parsed with prometheus_client's own parser. Used by `vllm-fleet smoke` (live) and
-`vllm-fleet metrics check` (saved scrapes).
+Metric names come from the metric table keyed by vLLM version (vllm/metrics_table.py), never from memory. A scrape
+comes from a node, so it is untrusted: it is parsed line by line in the text exposition format (family names as
+prometheus_client's parser gives them: a counter without its ``_total``), refused whole only when larger than
+``MAX_SCRAPE_BYTES``, and every line that is not a sample (bad syntax, a NaN, a histogram bucket whose ``le`` is
+missing or not a number, a negative counter) is a *problem* of the scrape, reported as a failed check, never an
+exception. Samples are kept compactly (their label text undecoded until asked for), so a scrape's memory stays a
+small multiple of its size. Used by `vllm-fleet smoke` (live) and `vllm-fleet metrics check` (saved scrapes).
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_fleet.planner import Plan
 from vllm_fleet.profile import DecodeProfile
 from vllm_fleet.vllm import memory_model, metrics_table
 
 Status = Literal["pass", "fail", "skip", "warn"]
+
+MAX_SCRAPE_BYTES = 32 * 1024 * 1024
+"""Largest scrape parsed (32 MiB: a 70B model's /metrics with every histogram is well under 1 MiB)."""
+MAX_PROBLEMS = 20
+"""Problems of one scrape kept word for word; beyond that they are counted."""
+START_TIME = "process_start_time_seconds"
+"""The gauge every prometheus_client process exposes (vLLM's included): when the process started."""
 
 
 @dataclass(frozen=True)
@@ -27,33 +39,183 @@ class Check:
     detail: str
 
 
+class ScrapeError(ValueError):
+    """A scrape refused whole (over the size cap)."""
+
+
+_LABEL_PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"(?:[^"\\\n]|\\.)*"'
+_SAMPLE = re.compile(
+    rf"[ \t]*([a-zA-Z_:][a-zA-Z0-9_:]*)"
+    rf"(?:\{{[ \t]*((?:{_LABEL_PAIR}[ \t]*(?:,[ \t]*)?)*)\}})?"
+    r"[ \t]+(\S+)(?:[ \t]+-?[0-9]+)?[ \t]*\r?$"
+)
+_LE = re.compile(r'(?:^|,)[ \t]*le[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"')
+_UNESCAPE = re.compile(r"\\(.)")
+_SUFFIXES = {
+    "counter": ("_total", "_created", ""),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "summary": ("_count", "_sum", "_created", ""),
+}
+
+
+def _decode(raw: str) -> dict[str, str]:
+    """``{a="x",b="y\\"z"}``'s inner text as a dict, escapes undone."""
+    return {k: _UNESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), v) for k, v in _LABEL.findall(raw)}
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+class _Samples(Mapping[str, list[tuple[dict[str, str], float]]]):
+    """``{sample_name: [(labels, value), …]}``, the labels decoded when a name is looked up."""
+
+    def __init__(self, rows: dict[str, list[tuple[str, float]]]) -> None:
+        self._rows = rows
+
+    def __getitem__(self, name: str) -> list[tuple[dict[str, str], float]]:
+        return [(_decode(raw), value) for raw, value in self._rows[name]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
 @dataclass
 class Scrape:
-    """Samples by exposed name: {sample_name: [(labels, value), …]}; family names kept too."""
+    """Samples by exposed name (``samples[name]``: ``[(labels, value), …]``), family names and types, the names of
+    the samples that only grow (counters, histogram counts and buckets), and what in the text was not a sample."""
 
-    samples: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
+    rows: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    """{sample_name: [(label text, value), …]}: the compact form ``samples`` decodes."""
     families: set[str] = field(default_factory=set)
+    types: dict[str, str] = field(default_factory=dict)
+    monotonic: set[str] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    more_problems: int = 0
+
+    @property
+    def samples(self) -> _Samples:
+        return _Samples(self.rows)
+
+    def problem(self, text: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(text)
+        else:
+            self.more_problems += 1
 
     def total(self, name: str, **match: str) -> float | None:
-        rows = [v for labels, v in self.samples.get(name, []) if all(labels.get(k) == x for k, x in match.items())]
-        return sum(rows) if rows else None
+        rows = self.rows.get(name, [])
+        if match:
+            values = [v for raw, v in rows if all(_decode(raw).get(k) == x for k, x in match.items())]
+        else:
+            values = [v for _, v in rows]
+        return sum(values) if values else None
 
     def buckets(self, name: str) -> list[tuple[float, float]]:
         """(upper bound, cumulative count) of a histogram, summed over label sets (engines, models)."""
         acc: dict[float, float] = {}
-        for labels, value in self.samples.get(f"{name}_bucket", []):
-            le = float(labels["le"])
-            acc[le] = acc.get(le, 0.0) + value
+        for raw, value in self.rows.get(f"{name}_bucket", []):
+            le = _decode(raw).get("le")
+            if le is None:
+                continue  # reported as a problem when parsed
+            try:
+                bound = float(le)
+            except ValueError:
+                continue
+            acc[bound] = acc.get(bound, 0.0) + value
         return sorted(acc.items())
 
+    def counters(self) -> dict[tuple[str, str], float]:
+        """Every series that only grows while the process lives: {(sample name, label text): value}."""
+        return {(name, raw): v for name in self.monotonic for raw, v in self.rows.get(name, [])}
 
-def parse_scrape(text: str) -> Scrape:
+
+def read_scrape(path: Path, max_bytes: int = MAX_SCRAPE_BYTES) -> Scrape:
+    """A saved scrape, its size checked before it is read; OSError or ScrapeError (a ValueError) otherwise."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ScrapeError(_too_large(str(path), size, max_bytes))
+    return parse_scrape(path.read_bytes().decode("utf-8", errors="replace"), max_bytes=max_bytes)
+
+
+def _too_large(what: str, size: int, cap: int) -> str:
+    return (
+        f"{what}: {size:,} bytes, over the {cap // (1024 * 1024)} MiB cap on a scrape (MAX_SCRAPE_BYTES); "
+        "a /metrics this large is not vLLM's: check the URL or the file"
+    )
+
+
+def parse_scrape(text: str, max_bytes: int = MAX_SCRAPE_BYTES) -> Scrape:
+    """Parse the text exposition format; raise ScrapeError only for a text over ``max_bytes`` characters."""
+    if len(text) > max_bytes:
+        raise ScrapeError(_too_large("scrape", len(text), max_bytes))
     scrape = Scrape()
-    for family in text_string_to_metric_families(text):
-        scrape.families.add(family.name)
-        for sample in family.samples:
-            scrape.samples.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
+    family, kind = "", "untyped"
+    members: dict[str, str] = {}
+    pos, end, number = 0, len(text), 0
+    while pos < end:
+        stop = text.find("\n", pos)
+        if stop < 0:
+            stop = end
+        start, pos, number = pos, stop + 1, number + 1
+        m = _SAMPLE.match(text, start, stop)
+        if m is not None:
+            _add_sample(scrape, m, number, *((family, kind, members[m[1]]) if m[1] in members else (m[1], "", "")))
+            continue
+        line = text[start:stop].strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                family, kind = parts[2], parts[3].strip()
+                if kind == "counter":
+                    family = family.removesuffix("_total")
+                scrape.types[family] = kind
+                members = {family + suffix: suffix for suffix in _SUFFIXES.get(kind, ("",))}
+            continue
+        scrape.problem(f"line {number}: not `name{{labels}} value [timestamp]`: {_shown(line)}")
     return scrape
+
+
+def _add_sample(scrape: Scrape, m: re.Match[str], number: int, family: str, kind: str, suffix: str) -> None:
+    """One sample line, ``suffix`` its part of ``family`` (a sample outside the family of the last # TYPE is a
+    family of its own, untyped)."""
+    name, raw = m[1], m[2] or ""
+    try:
+        value = float(m[3])
+    except ValueError:
+        scrape.problem(f"line {number}: {name}: value {_shown(m[3])} is not a number")
+        return
+    if math.isnan(value):
+        scrape.problem(f"line {number}: {_where(name, raw)} is NaN")
+        return
+    if suffix == "_bucket":
+        le = _LE.search(raw)
+        if le is None:
+            scrape.problem(f"line {number}: {_where(name, raw)}: a histogram bucket without its le label")
+            return
+        try:
+            float(le[1])
+        except ValueError:
+            scrape.problem(f"line {number}: {_where(name, raw)}: le={le[1][:40]!r} is not a bucket bound")
+            return
+    grows = (kind == "counter" and suffix in ("_total", "")) or suffix in ("_bucket", "_count")
+    if grows and value < 0:
+        scrape.problem(f"line {number}: counter {_where(name, raw)} is negative ({value:g}): a counter never is")
+        return
+    scrape.families.add(family)
+    if grows:
+        scrape.monotonic.add(name)
+    scrape.rows.setdefault(name, []).append((raw, value))
+
+
+def _where(name: str, raw: str) -> str:
+    return _shown(f"{name}{{{raw}}}" if raw else name)
 
 
 def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
@@ -124,7 +286,9 @@ def kv_capacity_check(plan: Plan, labels: dict[str, str]) -> Check | None:
     try:
         blocks = int(float(raw))
     except (ValueError, OverflowError):
-        return Check("kv_capacity", "fail", f"num_gpu_blocks {raw[:40]!r} is not a block count")
+        return Check(
+            "kv_capacity", "fail", f"vllm:cache_config_info label num_gpu_blocks={raw[:40]!r} is not a block count"
+        )
     if plan.kv_budget_fixed:
         ratio = blocks / plan.kv_capacity_blocks if plan.kv_capacity_blocks else math.inf
         detail = f"node {blocks} blocks, planner {plan.kv_capacity_blocks} (ratio {ratio:.4f}, tolerance 2 %)"
@@ -161,10 +325,23 @@ def check_metrics(
     version: str | None = None,
 ) -> list[Check]:
     """Every check a rollout is gated on, from a before/after pair (the probe's window), or from one scrape:
-    then every counter and histogram counts from the process start, and the figures are since-start ones."""
+    then every counter and histogram counts from the process start, and the figures are since-start ones.
+    A pair whose counters went down is a restart between the scrapes (judged from the restart: ``after`` alone) or,
+    when ``before``'s process is the later one, a swapped pair (judged the right way round); either is a failed
+    check saying so. What in a scrape was not a sample (its problems) is a failed check too."""
     v = version or profile.vllm_version
     out: list[Check] = []
     speculative = profile.speculative is not None
+
+    for which, scrape in (("scrape", after), ("--before scrape", before)):
+        if scrape is not None and (scrape.problems or scrape.more_problems):
+            more = f"; and {scrape.more_problems} more" if scrape.more_problems else ""
+            out.append(Check(f"{which} problems", "fail", f"{which}: " + "; ".join(scrape.problems) + more))
+    window = before is not None
+    if before is not None:
+        order, after, before = _scrape_order(after, before)
+        if order is not None:
+            out.append(order)
 
     required = metrics_table.required_for(v, speculative=speculative)
     missing = sorted(f for f in required if f not in after.families)
@@ -181,28 +358,17 @@ def check_metrics(
     if not rows:
         out.append(Check("cache_config", "fail", "vllm:cache_config_info not exposed"))
     else:
-        labels = rows[0][0]
-        expected = cache_config_expectations(profile, plan)
-        wrong = [
-            f"{k}: profile {want!r}, node {labels.get(k)!r}"
-            for k, want in expected.items()
-            if k in labels and not _same(k, want, labels[k])
-        ]
-        unseen = sorted(k for k in expected if k not in labels)
-        checked = len(expected) - len(unseen)
-        if wrong or checked:
-            detail = "; ".join(wrong) or f"{checked} label(s) match the profile"
-            out.append(Check("cache_config", "fail" if wrong else "pass", detail))
-        if unseen:
-            # Not exposed by this release: nothing to compare, so not a pass.
-            out.append(Check("cache_config_unverifiable", "skip", f"not verifiable, the node has no label {unseen}"))
-        capacity = kv_capacity_check(plan, labels) if plan is not None else None
-        if capacity is not None:
-            out.append(capacity)
+        out.extend(_cache_config_checks(profile, plan, rows))
 
     gen = _sample(v, "generation_tokens")
     moved = _delta(after, before, gen[1]) if gen else None
-    if before is None:
+    if before is None and window:
+        # A restart between the scrapes: the window's counters are the later scrape's, since the restart.
+        ok = bool(moved and moved > 0)
+        out.append(
+            Check("tokens", "pass" if ok else "fail", f"generation tokens +{_fmt(moved or 0)} since the restart")
+        )
+    elif before is None:
         # One scrape: counters count from the process start, so what follows is since-start, not the probe's.
         out.append(Check("tokens", "skip", f"generation tokens since start: {_fmt(moved or 0)} (no probe window)"))
     else:
@@ -254,3 +420,81 @@ def check_metrics(
                 )
             )
     return out
+
+
+def _cache_config_checks(
+    profile: DecodeProfile, plan: Plan | None, rows: list[tuple[dict[str, str], float]]
+) -> list[Check]:
+    """``vllm:cache_config_info`` against the profile, every engine's row (a node may run several engines)."""
+    expected = cache_config_expectations(profile, plan)
+    out: list[Check] = []
+    wrong: list[str] = []
+    unseen: set[str] = set()
+    checked = 0
+    for labels, _ in rows:
+        engine = f"engine {labels['engine']!r}: " if len(rows) > 1 and "engine" in labels else ""
+        wrong += [
+            f"{engine}{k}: profile {want!r}, node {labels.get(k)!r}"
+            for k, want in expected.items()
+            if k in labels and not _same(k, want, labels[k])
+        ]
+        unseen.update(k for k in expected if k not in labels)
+        checked = max(checked, len(expected) - len([k for k in expected if k not in labels]))
+    if wrong or checked:
+        engines = f" on {len(rows)} engines" if len(rows) > 1 else ""
+        detail = "; ".join(wrong) or f"{checked} label(s) match the profile{engines}"
+        out.append(Check("cache_config", "fail" if wrong else "pass", detail))
+    if unseen:
+        # Not exposed by this release: nothing to compare, so not a pass.
+        out.append(
+            Check("cache_config_unverifiable", "skip", f"not verifiable, the node has no label {sorted(unseen)}")
+        )
+    if plan is not None:
+        capacities = []
+        for labels, _ in rows:
+            capacity = kv_capacity_check(plan, labels)
+            if capacity is not None and len(rows) > 1 and "engine" in labels:
+                capacity = Check(capacity.name, capacity.status, f"engine {labels['engine']!r}: {capacity.detail}")
+            if capacity is not None:
+                capacities.append(capacity)
+        if capacities:
+            worst = next((c for c in capacities if c.status == "fail"), None) or next(
+                (c for c in capacities if c.status == "warn"), capacities[0]
+            )
+            detail = "; ".join(c.detail for c in capacities) if len(capacities) > 1 else worst.detail
+            out.append(Check("kv_capacity", worst.status, detail))
+    return out
+
+
+def _scrape_order(after: Scrape, before: Scrape) -> tuple[Check | None, Scrape, Scrape | None]:
+    """(a check when the counters went down, the scrape to judge, the one to take deltas from: None to judge the
+    later scrape alone). Counters only grow while a process lives: one that went down means the process restarted
+    between the scrapes, or the two were given the wrong way round."""
+    old, new = before.counters(), after.counters()
+    common = [key for key in new if key in old]
+    fell = [key for key in common if new[key] < old[key]]
+    if not fell:
+        return None, after, before
+    rose = any(new[key] > old[key] for key in common)
+    start_old, start_new = before.total(START_TIME), after.total(START_TIME)
+    if start_old is not None and start_new is not None:
+        swapped = start_old >= start_new
+        why = f"{START_TIME}: --before's process started at {start_old:.0f}, the scrape's at {start_new:.0f}"
+    else:
+        swapped = not rose
+        why = f"every counter is higher in --before (no {START_TIME} to tell)"
+    # The example named: vLLM's own counters first, then any other counter, then histogram counts.
+    name, raw = min(fell, key=lambda k: (not k[0].startswith("vllm:"), not k[0].endswith("_total"), k))
+    example = f"{name}{{{raw}}}" if raw else name
+    example = f"{_shown(example)} {_fmt(old[(name, raw)])} → {_fmt(new[(name, raw)])}"
+    if swapped:
+        detail = (
+            f"--before and the scrape look swapped: {len(fell)} counter(s) went down ({example}) and {why}; "
+            "pass the earlier scrape as --before (judged here the other way round)"
+        )
+        return Check("scrape_order", "fail", detail), before, after
+    detail = (
+        f"restart between scrapes: {len(fell)} counter(s) went down ({example}; {why}); the counters are judged "
+        "from the restart, the later scrape alone"
+    )
+    return Check("scrape_order", "fail", detail), after, None

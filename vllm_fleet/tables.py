@@ -8,6 +8,11 @@ otherwise, and a table wider than that gets its cells cut (``…``) or words fol
 - a table wider than the width (a narrow terminal, ``COLUMNS=60``) wraps its cells between words, each column at
   least as wide as its longest word; when even those do not fit, it is printed as one record per row instead
   (``name``, then ``column  value`` lines), values wrapped, never cut.
+
+Every cell and title is data, never Rich markup: a ``str`` becomes a plain :class:`Text` with its control
+characters and escape sequences shown escaped (``node_text.printable``), so a host name ``[/x]`` or a
+``/version`` holding ``\x1b[31m`` is printed as those characters. A cell our code styles is a ``Text`` (``styled``);
+its characters are escaped the same way.
 """
 
 from __future__ import annotations
@@ -22,15 +27,47 @@ from rich.padding import Padding
 from rich.table import Column, Table
 from rich.text import Text
 
+from vllm_fleet.node_text import printable
+
 UNBOUNDED = 100_000
 """The width a table is measured at for its natural size."""
 
 
+def styled(text: str, style: str) -> Text:
+    """A cell in ``style`` whose text is data (escaped, never markup)."""
+    return Text(printable(text), style=style)
+
+
+def data(cell: RenderableType | None) -> RenderableType | None:
+    """``cell`` as data: a ``str`` as plain escaped Text, a Text with its characters escaped; other renderables
+    (built by our code) as they are."""
+    if isinstance(cell, str):
+        return Text(printable(cell))
+    if isinstance(cell, Text) and printable(cell.plain) != cell.plain:
+        return Text(printable(cell.plain), style=cell.style, justify=cell.justify, overflow=cell.overflow)
+    return cell
+
+
+class DataTable(Table):
+    """A Table whose every cell is data (see :func:`data`)."""
+
+    def add_row(self, *renderables: RenderableType | None, **kwargs: object) -> None:
+        super().add_row(*(data(cell) for cell in renderables), **kwargs)  # type: ignore[arg-type]
+
+
 def table(*headers: str, title: str | None = None, right: tuple[str, ...] = ()) -> Table:
-    """A table whose cells wrap (and fold a word longer than the column) instead of being cut;
-    ``right``: the headers of right-justified (numeric) columns."""
+    """A table whose cells wrap (and fold a word longer than the column) instead of being cut, every cell and
+    the title data, never markup; ``right``: the headers of right-justified (numeric) columns."""
     columns = [Column(h, overflow="fold", justify="right" if h in right else "left") for h in headers]
-    return Table(*columns, title=title)
+    return DataTable(*columns, title=None if title is None else Text(printable(title)))
+
+
+def _as_data(tbl: Table) -> None:
+    """Every cell and the title of ``tbl`` as data, whoever built it (a plain Table included)."""
+    if isinstance(tbl.title, str):
+        tbl.title = Text(printable(tbl.title))
+    for column in tbl.columns:
+        column._cells = [data(cell) or "" for cell in column._cells]
 
 
 def _width(console: Console) -> int:
@@ -44,6 +81,7 @@ def _width(console: Console) -> int:
 
 def print_table(console: Console, tbl: Table) -> None:
     """Print ``tbl`` whole: as a table when its words fit the width, else one record per row."""
+    _as_data(tbl)
     width = _width(console)
     natural = Measurement.get(console, console.options.update_width(UNBOUNDED), tbl)
     fits = _fit_columns(console, tbl, natural.maximum, width)

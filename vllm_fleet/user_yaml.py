@@ -85,11 +85,31 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
     return size(root)
 
 
+def _failing_scalar(root: yaml.Node | None) -> str:
+    """Where the first scalar that YAML cannot build is (``line L, column C: VALUE ``), or nothing."""
+    loader = yaml.SafeLoader("")  # a fresh one: the failed construction left its own half-way
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                loader.construct_object(node)
+            except (ValueError, OverflowError):
+                mark = node.start_mark
+                return f"line {mark.line + 1}, column {mark.column + 1}: {str(node.value)[:80]!r} "
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(reversed(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            todo.extend(n for pair in reversed(node.value) for n in reversed(pair))
+    return ""
+
+
 def parse_user_yaml(text: str, source: str) -> Any:
     """Parse one YAML document of user data, or raise InputFileError."""
     if len(text.encode("utf-8", errors="surrogateescape")) > MAX_BYTES:
         raise InputFileError(source, "(file)", f"larger than {MAX_BYTES // 1024} KiB; split it or trim it")
     loader = _StrictLoader(text)
+    node: yaml.Node | None = None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -108,6 +128,11 @@ def parse_user_yaml(text: str, source: str) -> Any:
         raise InputFileError(source, "(yaml)", f"not valid YAML{where}: {what}; fix the syntax") from None
     except RecursionError:
         raise InputFileError(source, "(yaml)", "nested too deeply; flatten it") from None
+    except InputFileError:
+        raise
+    except (ValueError, OverflowError) as err:  # a scalar YAML cannot build, e.g. the date 2027-02-30
+        where = _failing_scalar(node)
+        raise InputFileError(source, "(yaml)", f"{where}cannot be read ({err}); quote it or correct it") from None
     finally:
         loader.dispose()
 

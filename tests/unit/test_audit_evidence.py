@@ -45,5 +45,5 @@ def test_a_changed_or_missing_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(BundleError, match=r"gpu-02/meta.json: missing"):
         read_bundle(tmp_path)
     (tmp_path / MANIFEST).write_text("{not json")
-    with pytest.raises(BundleError, match=r"no readable manifest\.json"):
+    with pytest.raises(BundleError, match=r"manifest\.json: not JSON"):
         read_bundle(tmp_path)

@@ -7,9 +7,9 @@ is recorded with its error and the others are still collected.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
-import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,14 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from vllm_fleet.ansible import InventoryHost, check_hosts, known_hosts_line, ssh_args
 from vllm_fleet.audit.evidence import Desired, HostEvidence
+from vllm_fleet.node_reads import DEFAULT_BOUNDS, NodeReadError, ReadBounds, get, run_bounded, run_sync
+from vllm_fleet.node_reads import client as node_client
 from vllm_fleet.private_dir import PrivateDir
 
 MARK = "@@vllm-fleet-audit "
 ENDPOINTS = ("/version", "/v1/models", "/metrics")
+WORKERS = 32
+"""Hosts collected at once."""
 
 # Read-only. Each section starts with MARK<name>; files are base64 so their bytes are kept exactly.
 SCRIPT = r"""set -u
@@ -85,35 +87,83 @@ def parse_sections(text: str) -> dict[str, str]:
     return out
 
 
-def _collect_remote(target: Target, env: dict[str, str], known_hosts: Path, timeout: float) -> dict[str, str]:
+def _ssh_argv(target: Target, known_hosts: Path) -> list[str]:
     d = target.desired
     args = [d.unit, d.config_path, d.unit_lkg_path, d.venv, d.journal_path]
-    argv = [
+    return [
         "ssh",
         *shlex.split(ssh_args(known_hosts)),
         "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-p", str(target.ssh_port),
         "--", f"{target.ssh_user}@{d.address}",
         "sh -s -- " + " ".join(shlex.quote(a) for a in args),
     ]  # fmt: skip
-    proc = subprocess.run(argv, input=SCRIPT, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    if proc.returncode == 255 or MARK not in proc.stdout:
-        detail = " ".join((proc.stderr or "no output").split())[-300:]
-        raise ConnectionError(f"ssh {target.ssh_user}@{d.address}:{target.ssh_port}: {detail}")
-    return parse_sections(proc.stdout)
 
 
-def _collect_http(desired: Desired, api_key: str | None, timeout: float) -> dict[str, dict[str, Any]]:
+async def _collect_remote(target: Target, env: dict[str, str], known_hosts: Path, bounds: ReadBounds) -> dict[str, str]:
+    d = target.desired
+    where = f"ssh {target.ssh_user}@{d.address}:{target.ssh_port}"
+    proc = await run_bounded(
+        _ssh_argv(target, known_hosts),
+        stdin=SCRIPT.encode(),
+        env=env,
+        deadline_s=bounds.ssh_s,
+        max_bytes=bounds.ssh_bytes,
+        what=where,
+    )
+    # Bytes, not text: a node printing bytes that are not UTF-8 is kept as it printed them (surrogateescape).
+    stdout = proc.stdout.decode("utf-8", "surrogateescape")
+    if proc.returncode == 255 or MARK not in stdout:
+        stderr = proc.stderr.decode("utf-8", "backslashreplace")
+        detail = " ".join((stderr or "no output").split())[-300:]
+        raise ConnectionError(f"{where}: {detail}")
+    return parse_sections(stdout)
+
+
+async def _collect_http(desired: Desired, api_key: str | None, bounds: ReadBounds) -> dict[str, dict[str, Any]]:
+    """Each endpoint's status and body, or its error; NodeReadError when the node broke a bound (size, deadline)."""
     out: dict[str, dict[str, Any]] = {}
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    base = f"http://{desired.address}:{desired.port}"
-    with httpx.Client(base_url=base, timeout=timeout, headers=headers) as client:
-        for endpoint in ENDPOINTS:
+    async with node_client(f"http://{desired.address}:{desired.port}", headers, bounds) as http:
+
+        async def one(endpoint: str) -> dict[str, Any]:
             try:
-                r = client.get(endpoint)
-                out[endpoint] = {"status": r.status_code, "body": r.text}
-            except httpx.HTTPError as err:
-                out[endpoint] = {"error": f"{type(err).__name__}: {err}"}
+                answer = await get(http, endpoint, bounds)
+            except NodeReadError as err:
+                if err.bound is not None:
+                    raise
+                return {"error": str(err)}
+            return {"status": answer.status, "body": answer.text}
+
+        for endpoint, result in zip(ENDPOINTS, await asyncio.gather(*(one(e) for e in ENDPOINTS)), strict=True):
+            out[endpoint] = result
     return out
+
+
+async def _collect_host(
+    target: Target, env: dict[str, str], known_hosts: Path, api_key: str | None, bounds: ReadBounds
+) -> HostEvidence:
+    """One host: the SSH script and the live endpoints at once, so a host costs its slower half. A host that breaks
+    a bound (a dripping or flooding node) is that host's error, naming the bound; nothing else of it is judged."""
+    ev = HostEvidence(target.desired.host, target.desired.address, started_at=time.time())
+    remote, http = await asyncio.gather(
+        _collect_remote(target, env, known_hosts, bounds),
+        _collect_http(target.desired, api_key, bounds),
+        return_exceptions=True,
+    )
+    if isinstance(remote, BaseException):
+        if not isinstance(remote, ConnectionError | NodeReadError | OSError):
+            raise remote
+        ev.error = str(remote)
+    else:
+        ev.remote = remote
+    if isinstance(http, NodeReadError):
+        ev.error = ev.error or f"{http} (http://{target.desired.address}:{target.desired.port})"
+    elif isinstance(http, BaseException):
+        raise http
+    elif ev.error is None:  # an unreachable host's endpoints are not evidence of anything
+        ev.http = http
+    ev.finished_at = time.time()
+    return ev
 
 
 def collect(
@@ -121,10 +171,11 @@ def collect(
     *,
     private_key: str | None = None,
     api_key: str | None = None,
-    timeout: float = 60.0,
+    bounds: ReadBounds = DEFAULT_BOUNDS,
     on_host: Callable[[HostEvidence], None] | None = None,
 ) -> list[HostEvidence]:
-    """Every host's evidence, in the order of ``targets``; collected in parallel."""
+    """Every host's evidence, in the order of ``targets``; collected in parallel (``WORKERS`` at a time), each host
+    within ``bounds`` (node_reads): a fleet of up to ``WORKERS`` hosts is read within ``bounds.ssh_s``."""
     inventory = [
         InventoryHost(t.desired.host, t.desired.address, t.ssh_user, t.ssh_port, host_key=t.host_key) for t in targets
     ]
@@ -139,21 +190,11 @@ def collect(
             env["SSH_AUTH_SOCK"] = os.environ["SSH_AUTH_SOCK"]
 
         def one(target: Target) -> HostEvidence:
-            ev = HostEvidence(target.desired.host, target.desired.address, started_at=time.time())
-            # The live endpoints are read while the SSH script runs: a host's audit costs its slower half.
-            http = pool.submit(_collect_http, target.desired, api_key, 10.0)
-            try:
-                ev.remote = _collect_remote(target, env, known_hosts, timeout)
-            except (ConnectionError, subprocess.TimeoutExpired) as err:
-                ev.error = str(err)
-            answers = http.result()
-            if ev.error is None:  # an unreachable host's endpoints are not evidence of anything
-                ev.http = answers
-            ev.finished_at = time.time()
+            ev = run_sync(_collect_host(target, env, known_hosts, api_key, bounds))
             if on_host:
                 on_host(ev)
             return ev
 
-        workers = min(32, max(1, len(targets)))
-        with ThreadPoolExecutor(max_workers=workers) as hosts, ThreadPoolExecutor(max_workers=workers) as pool:
+        workers = min(WORKERS, max(1, len(targets)))
+        with ThreadPoolExecutor(max_workers=workers) as hosts:
             return list(hosts.map(one, targets))

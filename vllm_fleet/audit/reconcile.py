@@ -17,12 +17,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import yaml
 from packaging.version import InvalidVersion, Version
 
 from vllm_fleet.audit import apt_pins
 from vllm_fleet.audit.evidence import Desired, HostEvidence, b64_file
-from vllm_fleet.smoke_checks import parse_scrape
+from vllm_fleet.smoke_checks import ScrapeError, parse_scrape
+from vllm_fleet.user_yaml import InputFileError, parse_user_yaml
 from vllm_fleet.vllm import flags, metrics_table
 
 Severity = Literal["critical", "high", "medium", "low", "info"]
@@ -282,8 +282,32 @@ def parse_argv(argv: list[str], version: str) -> tuple[str | None, dict[str, Any
             continue
         if not eq and i < len(rest):
             value, i = rest[i], i + 1
-        out[name.removeprefix("--")] = yaml.safe_load(value) if value else value
+        out[name.removeprefix("--")] = _argv_value(value) if value else value
     return config_path, out
+
+
+def _argv_value(value: str) -> Any:
+    """A command-line value as vLLM's YAML-typed flags read it; a value that is not bounded YAML (a syntax error,
+    an alias bomb, text that is not UTF-8) stays the string it is."""
+    try:
+        return parse_user_yaml(value, "argv")
+    except (ValueError, RecursionError):  # InputFileError, or a lone surrogate libyaml cannot encode
+        return value
+
+
+def _config_mapping(text: str, source: str) -> dict[str, Any]:
+    """A vLLM config file's keys, parsed with user_yaml's bounds; ValueError naming ``source`` otherwise."""
+    try:
+        data = parse_user_yaml(text, source)
+    except InputFileError:
+        raise
+    except (ValueError, RecursionError) as err:
+        raise ValueError(f"{source}: not readable as YAML ({type(err).__name__}); rewrite it as UTF-8 YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: a {type(data).__name__}, not a mapping of flags; write it as `key: value` lines")
+    return data
 
 
 def _normalise(config: dict[str, Any]) -> dict[str, Any]:
@@ -405,13 +429,19 @@ def _judge_running_config(j: _Judge, active: bool, stale: bool, on_disk: str | N
         return
     argv = [a for a in j.section("cmdline").splitlines() if a]
     config_path, from_argv = parse_argv(argv, d.vllm_version)
-    desired = _normalise(yaml.safe_load(d.config_text) or {})
-    if stale or on_disk is None or config_path != d.config_path:
+    try:
+        desired = _normalise(_config_mapping(d.config_text, "desired config"))
+        use_disk = not stale and on_disk is not None and config_path == d.config_path
+        disk = _config_mapping(on_disk, f"{j.ev.host}/remote/config") if use_disk and on_disk is not None else {}
+    except ValueError as err:
+        j.add("VF-RUN-CONFIG", "error", "the profile's flags", str(err), "config file", files)
+        return
+    if not use_disk:
         # What the process read is not what is on disk now: only the command line is known for sure.
         layers: dict[str, tuple[Any, str]] = {k: (v, "argv") for k, v in _normalise(from_argv).items()}
         unknown = True
     else:
-        layers = {k: (v, "config file") for k, v in _normalise(yaml.safe_load(on_disk) or {}).items()}
+        layers = {k: (v, "config file") for k, v in _normalise(disk).items()}
         layers.update({k: (v, "argv") for k, v in _normalise(from_argv).items()})
         unknown = False
     wrong = False
@@ -498,18 +528,15 @@ def _judge_live(j: _Judge, active: bool) -> None:
             "VF-VER-LIVE", "not-reviewed", d.vllm_version, version.get("error") or version.get("status"), "/version", ()
         )
     metrics = http.get("/metrics", {})
-    if metrics.get("status") != 200:
+    try:
+        scrape = parse_scrape(metrics.get("body", "")) if metrics.get("status") == 200 else None
+        unreadable = None if scrape is not None else (metrics.get("error") or metrics.get("status"))
+    except ScrapeError as err:  # larger than a scrape may be: a node's data, not a crash of the audit
+        scrape, unreadable = None, str(err)
+    if scrape is None:
         for check in ("VF-LIVE-CACHE", "VF-PLAN-KV", "VF-SLO-PREEMPT", "VF-SLO-SPEC"):
-            j.add(
-                check,
-                "not-reviewed",
-                "a /metrics scrape",
-                metrics.get("error") or metrics.get("status"),
-                "live metrics",
-                (),
-            )
+            j.add(check, "not-reviewed", "a /metrics scrape", unreadable, "live metrics", ())
         return
-    scrape = parse_scrape(metrics.get("body", ""))
     files = ("http/metrics",)
     info = metrics_table.family_for(d.vllm_version, "cache_config_info")
     rows = scrape.samples.get(metrics_table.sample_name(info), []) if info else []
@@ -518,10 +545,15 @@ def _judge_live(j: _Judge, active: bool) -> None:
         j.add("VF-PLAN-KV", "not-reviewed", "the node's num_gpu_blocks", "not exposed", "live metrics", files)
     else:
         _judge_plan_kv(j, rows[0][0], files)
-        labels = rows[0][0]
         expected = _live_cache_expectations(d)
-        wrong = {k: (v, labels.get(k)) for k, v in expected.items() if k in labels and not _same_label(v, labels[k])}
-        unseen = [k for k in expected if k not in labels]
+        wrong: dict[str, tuple[Any, Any]] = {}
+        unseen: list[str] = []
+        for labels, _ in rows:  # every engine's row: a node running several engines shows one each
+            engine = f"@{labels['engine']}" if len(rows) > 1 and "engine" in labels else ""
+            for k, v in expected.items():
+                if k in labels and not _same_label(v, labels[k]):
+                    wrong.setdefault(f"{k}{engine}", (v, labels.get(k)))
+            unseen = [k for k in expected if k not in labels]
         if wrong:
             for key, (want, got) in sorted(wrong.items()):
                 j.add("VF-LIVE-CACHE", "failed", want, got, "live metrics", files, suffix=f":{key}")

@@ -16,11 +16,11 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from rich.console import Console
-from rich.markup import escape
 
 from vllm_fleet import tables
 from vllm_fleet.audit.evidence import Desired, HostEvidence
 from vllm_fleet.audit.reconcile import CHECKS, Check, Finding
+from vllm_fleet.node_text import printable, xml_safe_tree
 
 COMPLIANT, DRIFT, INCOMPLETE = 0, 1, 2
 
@@ -67,11 +67,15 @@ def summary(findings: list[Finding]) -> dict[str, Any]:
     }
 
 
-def to_json(findings: list[Finding], generated_at: float | None = None) -> str:
+def to_json(
+    findings: list[Finding], generated_at: float | None = None, provenance: dict[str, object] | None = None
+) -> str:
+    """``provenance``: where the waivers came from and whether the bundle's signature held (a re-judge)."""
     doc = {
         "tool": "vllm-fleet audit",
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(generated_at or time.time())),
         "summary": summary(findings),
+        **({"evidence": provenance} if provenance is not None else {}),
         "findings": [f.to_dict() for f in findings],
     }
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
@@ -107,7 +111,8 @@ def to_junit(findings: list[Finding]) -> str:
                 ET.SubElement(case, "error", message=detail)
             elif f.status in ("not-applicable", "not-reviewed"):
                 ET.SubElement(case, "skipped", message=f"{f.status}: {detail}")
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    # Host names, versions and details come from nodes: any character they send stays well-formed XML.
+    return ET.tostring(xml_safe_tree(suites), encoding="unicode", xml_declaration=True) + "\n"
 
 
 _STYLE = {"passed": "green", "failed": "red", "error": "magenta", "not-applicable": "dim", "not-reviewed": "yellow"}
@@ -119,17 +124,17 @@ def print_table(console: Console, findings: list[Finding], all_checks: bool = Fa
     for f in shown:
         style = _STYLE.get(f.status, "")
         status = f.status if f.counts or f.status != "failed" else "failed (waived)"
-        table.add_row(
-            f.host, f.check, f.severity, f"[{style}]{status}[/]", escape(f.expected), escape(f.actual), f.layer
-        )
+        table.add_row(f.host, f.check, f.severity, tables.styled(status, style), f.expected, f.actual, f.layer)
     if shown:
         tables.print_table(console, table)
     s = summary(findings)
     console.print(
-        f"{s['result']}: {len(s['hosts'])} host(s), "
-        + ", ".join(f"{n} {status}" for status, n in s["counts"].items())
-        + (f"; drift on {', '.join(s['drifted_hosts'])}" if s["drifted_hosts"] else "")
-        + (f"; not audited: {', '.join(s['unaudited_hosts'])}" if s["unaudited_hosts"] else ""),
+        printable(
+            f"{s['result']}: {len(s['hosts'])} host(s), "
+            + ", ".join(f"{n} {status}" for status, n in s["counts"].items())
+            + (f"; drift on {', '.join(s['drifted_hosts'])}" if s["drifted_hosts"] else "")
+            + (f"; not audited: {', '.join(s['unaudited_hosts'])}" if s["unaudited_hosts"] else "")
+        ),
         markup=False,
         highlight=False,
     )

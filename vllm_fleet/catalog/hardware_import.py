@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,8 +76,11 @@ def read_output(path: str) -> bytes:
 
     if path == "-":
         return sys.stdin.buffer.read(MAX_BYTES + 1)
-    with Path(path).open("rb") as f:
-        return f.read(MAX_BYTES + 1)
+    try:
+        with Path(path).open("rb") as f:
+            return f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise HardwareImportError(f"{path}: cannot read: {e.strerror or e}; give the saved nvidia-smi output") from None
 
 
 def _text(data: str | bytes, source: str) -> str:
@@ -91,7 +95,10 @@ def _text(data: str | bytes, source: str) -> str:
 
 def parse_query(data: str | bytes, source: str = "query") -> list[Gpu]:
     """The rows of ``nvidia-smi --query-gpu=…,name,memory.total,compute_cap… --format=csv`` (units or nounits)."""
-    rows = list(csv.reader(io.StringIO(_text(data, source)), skipinitialspace=True))
+    try:
+        rows = list(csv.reader(io.StringIO(_text(data, source)), skipinitialspace=True))
+    except csv.Error as e:  # a field past csv's field_size_limit, a NUL byte: not nvidia-smi's CSV
+        raise HardwareImportError(f"{source}: not nvidia-smi's CSV ({e}); run `{QUERY}` on the server") from None
     rows = [r for r in rows if any(c.strip() for c in r)]
     if not rows:
         raise HardwareImportError(f"{source}: empty; run `{QUERY}` on the server")
@@ -121,7 +128,7 @@ def parse_query(data: str | bytes, source: str = "query") -> list[Gpu]:
         index = cell.get("index", str(n - 2))
         gpus.append(
             Gpu(
-                index=int(index) if index.isdigit() else n - 2,
+                index=int(index) if index.isascii() and index.isdigit() else n - 2,
                 name=name,
                 memory_mib=int(m[1]),
                 compute_capability=cc,
@@ -256,6 +263,8 @@ def import_hardware(
 
     def figure(given: float | None, name: str, option: str) -> Any:
         if given is not None:
+            if not (math.isfinite(given) and given > 0):
+                raise HardwareImportError(f"{option} {given}: not a positive finite figure; give the datasheet's")
             return given
         if known is not None:
             return getattr(known, name)

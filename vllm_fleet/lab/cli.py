@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from vllm_fleet.lab import config
@@ -31,7 +32,7 @@ StateDirOpt = Annotated[
 
 
 def _fail(err: LabError) -> typer.Exit:
-    console.print(f"[red]error:[/red] {err}")
+    console.print("[red]error:[/red]", escape(str(err)))  # the error may quote a host's output: not markup
     return typer.Exit(code=1)
 
 
@@ -50,6 +51,7 @@ def up(
             "--hosts",
             "-n",
             help=f"number of hosts [default: as many as are up, else {config.DEFAULT_HOSTS}]",
+            min=1,
         ),
     ] = None,
     state_dir: StateDirOpt = None,

@@ -37,6 +37,14 @@ def lab_api_key() -> str:
     return path.read_text().strip()
 
 
+def lab_signing_key() -> tuple[Path, Path]:
+    """The lab's key for signing audit bundles and the allowed-signers file an auditor verifies them with (made
+    once, beside the API key): (private key, allowed signers)."""
+    from vllm_fleet.audit.signature import signing_key
+
+    return signing_key(lab_api_key_path().parent, "vllm-fleet-lab")
+
+
 @dataclass(frozen=True)
 class LabUp:
     """One `pulumi up` of the lab stack: the nodes it exported, what they had before, and how it ended."""

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 import httpx
 
+from vllm_fleet.node_reads import NodeReadError, get
+
 PROBE_TIMEOUT_S = 2.0
 """One host's budget: a serving vLLM answers /health in milliseconds."""
 MAX_CONNECTIONS = 256
@@ -23,9 +25,9 @@ async def _probe_all(endpoints: list[str], timeout_s: float) -> list[bool]:
     async with httpx.AsyncClient(timeout=timeout_s, limits=limits, trust_env=False) as client:
 
         async def one(endpoint: str) -> bool:
-            try:
-                return (await client.get(f"{endpoint}/health")).status_code == 200
-            except httpx.HTTPError:
+            try:  # bounded as every read from a node (node_reads): the whole answer within timeout_s
+                return (await get(client, f"{endpoint}/health", deadline_s=timeout_s)).status == 200
+            except NodeReadError:
                 return False
 
         return list(await asyncio.gather(*(one(e) for e in endpoints)))

@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 SOCKET_TIMEOUT_S = 5.0
+"""One runtime-API command: connect, send, the whole reply."""
+REPLY_MAX_BYTES = 16 * 1024 * 1024
+"""``show servers state`` of a large backend is a few hundred KiB."""
 COMMAND_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
@@ -93,17 +96,34 @@ class HAProxyRouter:
         """Send one command, return HAProxy's whole reply (it closes the connection after answering)."""
         if "\n" in line or ";" in line:
             raise RouterError(f"one runtime-API command at a time: {line!r}")
-        chunks = []
+        reply = bytearray()
+        deadline = time.monotonic() + SOCKET_TIMEOUT_S  # the whole reply, not each read: a drip cannot hold us
         try:
             with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as sock:
                 sock.settimeout(SOCKET_TIMEOUT_S)
                 sock.connect(str(self.socket))
                 sock.sendall(line.encode() + b"\n")
-                while chunk := sock.recv(65536):
-                    chunks.append(chunk)
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise RouterError(f"HAProxy runtime API at {self.socket}: no whole reply within "
+                                          f"{SOCKET_TIMEOUT_S:g} s")  # fmt: skip
+                    sock.settimeout(left)
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    reply += chunk
+                    if len(reply) > REPLY_MAX_BYTES:
+                        raise RouterError(
+                            f"HAProxy runtime API at {self.socket}: a reply larger than {REPLY_MAX_BYTES} bytes"
+                        )
+        except TimeoutError:
+            raise RouterError(
+                f"HAProxy runtime API at {self.socket}: no whole reply within {SOCKET_TIMEOUT_S:g} s"
+            ) from None
         except OSError as e:
             raise RouterError(f"HAProxy runtime API at {self.socket}: {e.strerror or e}") from None
-        return b"".join(chunks).decode("utf-8", "replace")
+        return reply.decode("utf-8", "replace")
 
     def drain(self, server: str) -> None:
         """No new requests to ``server``; those in flight finish."""

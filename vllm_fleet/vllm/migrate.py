@@ -7,6 +7,7 @@ old releases are understood; arguments the target release removed are translated
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -46,7 +47,10 @@ def split_command(command: str) -> list[str]:
     """Tokens of a shell command line: comments dropped, backslash continuations joined, `vllm serve` cut."""
     lines = [re.sub(r"(^|\s)#.*$", "", line).rstrip() for line in command.splitlines()]
     joined = " ".join(line.removesuffix("\\").strip() for line in lines)
-    tokens = shlex.split(joined)
+    try:
+        tokens = shlex.split(joined)
+    except ValueError as e:  # an unclosed quote
+        raise ValueError(f"the command line: {e} (as a shell reads it); quote it as you would run it") from None
     if tokens[:2] == ["vllm", "serve"]:
         tokens = tokens[2:]
     elif tokens[:1] == ["vllm"]:
@@ -65,13 +69,34 @@ def _method_for(drafter: str) -> str:
     return "draft_model"
 
 
-def _coerce(spec: flags.ArgSpec, raw: str) -> Any:
+_JSON_OBJECT = {"speculative_config"}
+"""JSON flags whose value is an object (merged into a profile section)."""
+
+
+def _coerce(spec: flags.ArgSpec, raw: str, name: str) -> Any:
+    """The value of flag ``name``; ValueError naming the flag and the fix."""
+    shown = repr(raw[:60])
     if spec.kind == "json":
-        return json.loads(raw)
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"{name} {shown}: not JSON ({e}); give a JSON object in single quotes") from None
+        if spec.dest in _JSON_OBJECT and not isinstance(value, dict):
+            raise ValueError(f'{name} {shown}: a JSON object is wanted, e.g. \'{{"method": "ngram"}}\'')
+        return value
     if spec.type == "int":
-        return int(raw)
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{name} {shown}: not a whole number") from None
     if spec.type == "float":
-        return float(raw)
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ValueError(f"{name} {shown}: not a number") from None
+        if not math.isfinite(number):
+            raise ValueError(f"{name} {shown}: not a finite number")
+        return number
     return raw
 
 
@@ -104,7 +129,7 @@ def parse_flags(tokens: list[str]) -> tuple[str | None, dict[str, Any]]:
             raise ValueError(f"{name} needs a value")
         if not eq:
             i += 1
-        values[spec.dest] = _coerce(spec, raw)
+        values[spec.dest] = _coerce(spec, raw, name)
     if model is None and "model" in values:
         model = str(values.pop("model"))
     return model, values
