@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Self
 
 DRIP_S = 0.5
+BEHAVIOURS = frozenset({"drip", "flood", "flood-declared", "lies", "escapes", "hang", "noline", "redirect", "shapes"})
 ESCAPES = "\x1b[31mRED\x1b[0m \x1b]0;pwned\x07 [/x] [bold]b[/bold] \r\x08\x00"
 NOT_UTF8 = b"\xff\xfe\xc3("
 
@@ -94,6 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.requests.append(self.path)
         behaviour, _, rest = self.path.lstrip("/").partition("/")
         rest = "/" + rest
+        if behaviour not in BEHAVIOURS and self.server.default:  # a node that behaves so on every path
+            behaviour, rest = self.server.default, self.path
         if behaviour == "drip":
             return self._drip()
         if behaviour == "flood":
@@ -161,10 +164,14 @@ class _Running(socketserver.ThreadingMixIn):
 
 
 class HostileNode(_Running, ThreadingHTTPServer):
-    """The HTTP side, on 127.0.0.1 and a free port; ``url(behaviour)`` is the base URL of one kind of node."""
+    """The HTTP side, on 127.0.0.1 and a free port; ``url(behaviour)`` is the base URL of one kind of node, and
+    ``default`` the behaviour of every other path (``HostileNode("drip")``: ``/version`` drips, as a node would)."""
 
-    def __init__(self) -> None:
+    def __init__(self, default: str | None = None) -> None:
+        if default is not None and default not in BEHAVIOURS:
+            raise ValueError(f"no behaviour {default!r}: one of {sorted(BEHAVIOURS)}")
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.default = default
         self.requests: list[str] = []
 
     def url(self, behaviour: str) -> str:

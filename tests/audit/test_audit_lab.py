@@ -186,3 +186,30 @@ def test_the_audit_playbook_gives_the_same_verdict_from_an_inventory(site: Any, 
          str(key)], capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 2 and "vllm_fleet_host_key: missing" in proc.stderr
+
+
+def test_a_hostile_host_among_real_ones_is_one_error_within_the_deadline(
+    site: Any, lab_targets: list[Target], tmp_path: Path
+) -> None:
+    """The real lab fleet plus one hostile host (tests/hostile_node.py: its SSH port and its HTTP endpoints drip a
+    byte at a time, forever): the real hosts are judged as usual, the run ends within the host deadline, and the
+    hostile host is one `error` naming the bound."""
+    from tests.hostile_node import DripServer, HostileNode
+    from vllm_fleet.node_reads import ReadBounds
+
+    bounds = ReadBounds(request_s=5.0, ssh_s=20.0)
+    with HostileNode("drip") as node, DripServer() as ssh_side:
+        desired = replace(lab_targets[0].desired, host="hostile", address="127.0.0.1", port=node.port)
+        hostile = replace(lab_targets[0], desired=desired, ssh_port=ssh_side.port)
+        result = audit(
+            [*lab_targets, hostile], tmp_path, private_key=Path(site.state.ssh_key).read_text(), bounds=bounds
+        )
+    assert result.exit_code == 2
+    mine = [f for f in result.findings if f.host == "hostile"]
+    assert [(f.check, f.status) for f in mine] == [("VF-REACH", "error")], mine
+    assert "deadline" in str(mine[0].actual), mine[0]
+    meta = json.loads((tmp_path / "evidence" / "hostile" / "meta.json").read_text())
+    assert meta["finished_at"] - meta["started_at"] < bounds.ssh_s + 5  # its deadline, not the drip's forever
+    for real in lab_targets:
+        statuses = {f.status for f in result.findings if f.host == real.desired.host}
+        assert "passed" in statuses and statuses <= {"passed", "not-applicable", "not-reviewed"}, real.desired.host
