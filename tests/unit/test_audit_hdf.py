@@ -52,12 +52,15 @@ def _by_id(findings: list[Finding]) -> dict[str, Finding]:
     return out
 
 
-def test_one_document_per_host_with_a_control_per_check(docs: list[dict[str, Any]]) -> None:
+def test_one_document_per_host_with_a_control_per_check(
+    fleet: tuple[list[Finding], list[HostInfo]], docs: list[dict[str, Any]]
+) -> None:
     catalogue = check_catalogue()
     assert [d["platform"]["target_id"] for d in docs] == ["node1", "node2", "node3"]
-    for doc in docs:
+    for doc, host in zip(docs, fleet[1], strict=True):
         assert doc["version"] == "0.1.0" and doc["platform"]["name"] == "vllm-fleet"
-        assert doc["statistics"]["duration"] >= 0
+        assert host.finished_at > host.started_at  # the samples' hosts took time: the duration below is theirs
+        assert doc["statistics"]["duration"] == pytest.approx(host.finished_at - host.started_at)
         (profile,) = doc["profiles"]
         assert (profile["name"], profile["version"], profile["status"]) == ("vllm-fleet", "0.1.0", "loaded")
         assert profile["sha256"] == docs[0]["profiles"][0]["sha256"]  # one profile, whatever the host

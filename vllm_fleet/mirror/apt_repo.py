@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,11 +213,3 @@ def verify_with_gpgv(repo_dir: Path, keyring: Path) -> None:
     ensure_commands({"gpgv": "gpgv"})
     run(["gpgv", "--keyring", keyring, repo_dir / "InRelease"])
     run(["gpgv", "--keyring", keyring, repo_dir / "Release.gpg", repo_dir / "Release"])
-
-
-def copy_keyring(repo: AptRepo, dest: Path) -> Path:
-    """Copy the binary lab keyring to ``dest`` (e.g. for a throw-away apt configuration)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(repo.keyring, dest)
-    dest.chmod(0o644)
-    return dest

@@ -42,10 +42,6 @@ def definitions_dir() -> Path:
     return project_root() / "tools" / "standin_debs"
 
 
-def definitions_file(name: str = "packages.yaml") -> Path:
-    return definitions_dir() / name
-
-
 # The stand-ins of NVIDIA's Ubuntu repositories (Ubuntu names and revisions), one tree per Ubuntu release.
 UBUNTU_DEFINITIONS = "packages.ubuntu.yaml"
 

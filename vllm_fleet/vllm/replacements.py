@@ -19,8 +19,3 @@ def instead(dest: str) -> str | None:
     """What to use in place of the removed vLLM argument ``dest``, or ``None`` if we have no advice."""
     entry = _table().get(dest)
     return entry.get("instead") if entry else None
-
-
-def profile_field(dest: str) -> str | None:
-    entry = _table().get(dest)
-    return entry.get("profile") if entry else None
