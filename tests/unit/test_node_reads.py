@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 
 from tests.hostile_node import NOT_UTF8, DripServer, DripUnixServer, HostileNode, free_port
-from vllm_fleet.node_reads import NodeReadError, ReadBounds, client, get_all, get_one, run_bounded, stream_lines
+from vllm_fleet.node_reads import (
+    NodeReadError,
+    ReadBounds,
+    client,
+    get_all,
+    get_one,
+    run_bounded,
+    run_sync,
+    stream_lines,
+)
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIHeeJukZjp0s2DKI5E6HuAERmgsC49tKSiBPF+l7U7h"
 """A real ed25519 public key (any: the dripping SSH side never gets as far as showing one)."""
@@ -85,7 +94,7 @@ def test_a_stream_ends_within_its_bounds(node: HostileNode, behaviour: str) -> N
         async with http, asyncio.timeout(FAST.stream_s), http.stream("POST", "/v1/completions", json={}) as r:
             return len([line async for line in stream_lines(r, FAST)])
 
-    err, took = timed(asyncio.run, read())
+    err, took = timed(run_sync, read())
     expected = TimeoutError if behaviour == "hang" else NodeReadError
     assert isinstance(err, expected), err
     assert took < 6.0
@@ -93,15 +102,13 @@ def test_a_stream_ends_within_its_bounds(node: HostileNode, behaviour: str) -> N
 
 def test_ssh_output_is_bounded_in_time_and_size() -> None:
     drip = ["sh", "-c", "while :; do printf x; sleep 0.2; done"]
-    err, took = timed(asyncio.run, run_bounded(drip, deadline_s=1.0, max_bytes=1 << 20, what="ssh drip"))
+    err, took = timed(run_sync, run_bounded(drip, deadline_s=1.0, max_bytes=1 << 20, what="ssh drip"))
     assert isinstance(err, NodeReadError) and err.bound == "deadline" and "ssh drip" in str(err), err
     assert took < 4.0
     flood = ["sh", "-c", "yes"]
-    err, _ = timed(asyncio.run, run_bounded(flood, deadline_s=10.0, max_bytes=1 << 20, what="ssh flood"))
+    err, _ = timed(run_sync, run_bounded(flood, deadline_s=10.0, max_bytes=1 << 20, what="ssh flood"))
     assert isinstance(err, NodeReadError) and err.bound == "size", err
-    ok = asyncio.run(
-        run_bounded(["sh", "-c", "cat; printf '\\377'"], stdin=b"hi", deadline_s=10, max_bytes=99, what="x")
-    )
+    ok = run_sync(run_bounded(["sh", "-c", "cat; printf '\\377'"], stdin=b"hi", deadline_s=10, max_bytes=99, what="x"))
     assert (ok.returncode, ok.stdout) == (0, b"hi\xff")
 
 
