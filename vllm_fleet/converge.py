@@ -29,37 +29,13 @@ import sys
 from typing import Any
 
 from vllm_fleet.ansible import InventoryHost, PlaybookResult, check_hosts, known_hosts_line, run_playbook, ssh_args
-from vllm_fleet.catalog import load_hardware
 from vllm_fleet.private_dir import PrivateDir
 from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV, stack_secrets
+from vllm_fleet.role_vars import extravars
 from vllm_fleet.rollout.phases import writer_from_env
 
 PLAYBOOKS = {"apply": "site.yml", "remove": "remove.yml"}
 ACTIONS = (*PLAYBOOKS, "smoke", "preflight")
-
-
-def extravars(node: dict[str, Any]) -> dict[str, Any]:
-    """Role variables for one node: hardware facts, the rendered profile, then the fleet's role_vars."""
-    hw = load_hardware(node["host"]["hardware"])
-    out: dict[str, Any] = {
-        "vllm_fleet_hardware": hw.key,
-        # No GPU, no NVIDIA stack (a lab overrides these through role_vars to exercise the roles on stand-ins).
-        "vllm_fleet_nvidia_driver": hw.architecture != "cpu",
-        "vllm_fleet_cuda_toolkit": hw.architecture != "cpu",
-        "nvidia_driver_nvswitch": hw.nvswitch,
-        "vllm_profile_name": node["profile"],
-        "vllm_version": node["vllm_version"],
-        "vllm_config": node["vllm_config"],
-        "vllm_config_hash": node["config_hash"],
-        # The effective profile (overrides applied), for the role's smoke-test hook.
-        "vllm_fleet_profile_data": node.get("profile_data"),
-    }
-    if node.get("system_digest"):  # site.yml rolls only the server when the host's last full converge matches
-        out["vllm_fleet_system_digest"] = node["system_digest"]
-    if hw.architecture != "cpu":  # the driver role's choices are GPU architectures
-        out["nvidia_driver_gpu_architecture"] = hw.architecture
-    out.update(node.get("role_vars") or {})
-    return out
 
 
 def inventory_host(node: dict[str, Any]) -> InventoryHost:

@@ -306,8 +306,7 @@ def _data_problems(role_vars: dict[str, Any]) -> list[Problem]:
 def role_vars_problems(role_vars: dict[str, Any], nodes: list[NodeSpec]) -> list[Problem]:
     """The fleet's role_vars against the roles' own argument specs, the unit's value syntax, and what preflight
     will require of each host once vllm-fleet's own variables (hardware, profile) are added."""
-    from vllm_fleet.converge import extravars
-    from vllm_fleet.role_vars import required_problems, role_var_problems
+    from vllm_fleet.role_vars import extravars, required_problems, role_var_problems
     from vllm_fleet.systemd_values import role_input_problems
 
     problems = _data_problems(role_vars) + role_var_problems(role_vars)

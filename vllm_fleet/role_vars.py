@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from vllm_fleet.catalog import load_hardware
 from vllm_fleet.gpu_host.kernel_modules import architectures, choose_flavour
 from vllm_fleet.paths import project_root
 from vllm_fleet.profile_loader import Problem
@@ -59,7 +60,7 @@ COMPUTED: Mapping[str, str] = {
     ),
 }
 """Variables role_vars must not set, with the reason: vllm-fleet sets them for every host from its profile and
-hardware (``converge.extravars``) or from the apiKey secret, or (vllm_fleet_profile, vllm_service_*) setting them
+hardware (``extravars``) or from the apiKey secret, or (vllm_fleet_profile, vllm_service_*) setting them
 would bypass the host's validated profile."""
 
 HARDWARE_DEFAULTS = (
@@ -68,7 +69,7 @@ HARDWARE_DEFAULTS = (
     "nvidia_driver_gpu_architecture",
     "nvidia_driver_nvswitch",
 )
-"""Variables ``converge.extravars`` derives from the host's hardware that role_vars MAY override (the lab does)."""
+"""Variables ``extravars`` derives from the host's hardware that role_vars MAY override (the lab does)."""
 
 # problems.j2's rules for the variables a decode profile provides (not expressible in argument_specs): the
 # component, the variable reported, the variables any one of which satisfies it, and problems.j2's message.
@@ -485,3 +486,28 @@ def required_problems(effective_vars: Mapping[str, Any], prefix: str = "role_var
                 )
             )
     return problems
+
+
+def extravars(node: dict[str, Any]) -> dict[str, Any]:
+    """Role variables for one node (what the converge passes to the roles): hardware facts, the rendered profile,
+    then the fleet's role_vars. Pure: the fleet validator and the audit compute the same from the same node."""
+    hw = load_hardware(node["host"]["hardware"])
+    out: dict[str, Any] = {
+        "vllm_fleet_hardware": hw.key,
+        # No GPU, no NVIDIA stack (a lab overrides these through role_vars to exercise the roles on stand-ins).
+        "vllm_fleet_nvidia_driver": hw.architecture != "cpu",
+        "vllm_fleet_cuda_toolkit": hw.architecture != "cpu",
+        "nvidia_driver_nvswitch": hw.nvswitch,
+        "vllm_profile_name": node["profile"],
+        "vllm_version": node["vllm_version"],
+        "vllm_config": node["vllm_config"],
+        "vllm_config_hash": node["config_hash"],
+        # The effective profile (overrides applied), for the role's smoke-test hook.
+        "vllm_fleet_profile_data": node.get("profile_data"),
+    }
+    if node.get("system_digest"):  # site.yml rolls only the server when the host's last full converge matches
+        out["vllm_fleet_system_digest"] = node["system_digest"]
+    if hw.architecture != "cpu":  # the driver role's choices are GPU architectures
+        out["nvidia_driver_gpu_architecture"] = hw.architecture
+    out.update(node.get("role_vars") or {})
+    return out

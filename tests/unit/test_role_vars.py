@@ -15,7 +15,6 @@ import pytest
 import yaml
 from jinja2 import meta
 
-from vllm_fleet import converge
 from vllm_fleet.fleet import plan_fleet
 from vllm_fleet.fleet_plan import FleetError
 from vllm_fleet.gpu_host.kernel_modules import architectures
@@ -26,6 +25,7 @@ from vllm_fleet.paths import project_root
 from vllm_fleet.role_vars import (
     COMPUTED,
     HARDWARE_DEFAULTS,
+    extravars,
     required_problems,
     role_schema,
     role_var_problems,
@@ -59,7 +59,7 @@ def effective_vars(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out = {}
     for node in plan.nodes:
         spec = {**dataclasses.asdict(node), "role_vars": plan.role_vars}  # as fleet.role_vars_problems builds it
-        out[node.name] = converge.extravars(spec)
+        out[node.name] = extravars(spec)
     return out
 
 
@@ -138,7 +138,7 @@ def test_computed_list_covers_converge_extravars() -> None:
         "config_hash": "h",
         "profile_data": {},
     }
-    computed = set(converge.extravars(node))
+    computed = set(extravars(node))
     assert computed <= set(COMPUTED) | set(HARDWARE_DEFAULTS), computed - set(COMPUTED) - set(HARDWARE_DEFAULTS)
     # The hardware-derived ones stay overridable (the lab does): they are declared options.
     schema = role_schema()

@@ -17,8 +17,8 @@ def _bool(value: Any) -> bool:
 
 
 def desired_for(node: NodeSpec, role_vars: dict[str, Any]) -> Desired:
-    """The node's desired state with the role variables the converge passes (converge.extravars)."""
-    from vllm_fleet.converge import extravars
+    """The node's desired state with the role variables the converge passes (role_vars.extravars)."""
+    from vllm_fleet.role_vars import extravars
 
     v = extravars({**asdict(node), "role_vars": role_vars})
     instance = str(v.get("vllm_service_instance", "main"))
