@@ -164,7 +164,8 @@ UNQUOTED_PATH_VARS = (
 
 
 def role_input_problems(role_vars: Mapping[str, object]) -> list[str]:
-    """What the vllm_service role's check "Check the values written into the unit" rejects, in its order and words.
+    """What a unit must not hold: the vllm_service role's check "Check the values written into the unit" is this
+    function (plugins/filter/systemd_values.py), and the stack-config validator calls it too.
 
     ``role_vars``: the role's variables by name (vllm_service_environment, vllm_service_read_write_paths,
     vllm_service_venv, vllm_service_config_dir, vllm_service_models_dir, vllm_service_api_key_file,

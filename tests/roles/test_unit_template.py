@@ -2,7 +2,7 @@
 systemd must accept it without a single complaint, and its sandbox must score <= 2.5 in `systemd-analyze security`.
 Also: Ansible (the role's lookup + copy) renders both shared templates to the same bytes as the Python side.
 
-Free values cannot inject unit syntax: vllm_fleet.systemd_values (and the role's check, same words) rejects
+Free values cannot inject unit syntax: vllm_fleet.systemd_values (the role's check calls it as a filter) rejects
 control characters; the template escapes quotes, backslashes and % specifiers, and turns any line breaker that
 got past the checks into inert text. What systemd really reads back is checked with systemd's own parser:
 `systemd --test` (run unprivileged: it refuses root) dumps the parsed unit, Environment= values included,
