@@ -156,8 +156,9 @@ async def _collect_host(
         ev.error = str(remote)
     else:
         ev.remote = remote
-    if isinstance(http, NodeReadError):
-        ev.error = ev.error or f"{http} (http://{target.desired.address}:{target.desired.port})"
+    if isinstance(http, NodeReadError):  # a node that broke a bound: named beside any SSH error
+        broke = f"{http} (http://{target.desired.address}:{target.desired.port})"
+        ev.error = f"{ev.error}; {broke}" if ev.error else broke
     elif isinstance(http, BaseException):
         raise http
     elif ev.error is None:  # an unreachable host's endpoints are not evidence of anything
