@@ -42,7 +42,9 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         return
 
-    def _send(self, status: int, body: bytes, ctype: str = "application/json", extra: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    def _send(
+        self, status: int, body: bytes, ctype: str = "application/json", extra: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -156,7 +158,7 @@ class _Running(socketserver.ThreadingMixIn):
     def __exit__(self, *exc: object) -> None:
         self.stopping.set()
         self.shutdown()  # type: ignore[attr-defined]
-        self.server_close()  # type: ignore[attr-defined]
+        self.server_close()
 
     @property
     def port(self) -> int:

@@ -450,9 +450,9 @@ def audit_cmd(
         typer.Argument(help="A stack config (Pulumi.<stack>.yaml) or Ansible inventories; default: the lab fleet."),
     ] = None,
     hosts: Annotated[str, typer.Option("--hosts", help="Inventory only: the group or host to audit.")] = "vllm_nodes",
-    out_dir: Annotated[Path, typer.Option("--out", help="Where the reports and the evidence bundle go.")] = Path(
-        "out/audit"
-    ),
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Where the reports and the evidence bundle go.", callback=_out_dir)
+    ] = Path("out/audit"),
     evidence: Annotated[
         Path | None, typer.Option(help="Judge a saved evidence bundle offline instead of collecting.")
     ] = None,
@@ -481,10 +481,12 @@ def audit_cmd(
         typer.Option("--unsigned", help="With --evidence: judge a bundle whose signature is absent or unverified."),
     ] = False,
     host_timeout: Annotated[
-        float, typer.Option(help="Seconds one host's read (SSH script and endpoints) may take.", min=1)
+        float,
+        typer.Option(help="Seconds one host's read (SSH script and endpoints) may take.", min=1, callback=_finite),
     ] = DEFAULT_BOUNDS.ssh_s,
     request_timeout: Annotated[
-        float, typer.Option(help="Seconds one HTTP request to a node may take, body included.", min=1)
+        float,
+        typer.Option(help="Seconds one HTTP request to a node may take, body included.", min=1, callback=_finite),
     ] = DEFAULT_BOUNDS.request_s,
     max_metrics_mib: Annotated[
         int, typer.Option(help="Largest /metrics answer read from a node, MiB.", min=1)
@@ -499,8 +501,6 @@ def audit_cmd(
 
     Exit codes: 0 compliant, 1 drift found, 2 some host could not be audited (the others are still reported), or
     the bundle or an input file cannot be used."""
-    import math
-
     from vllm_fleet.audit import audit, rejudge, write_reports
     from vllm_fleet.audit.evidence import BundleError
     from vllm_fleet.audit.oscal import ControlsError
@@ -513,13 +513,8 @@ def audit_cmd(
 
     if fmt not in ("table", "json"):
         raise _fail(ValueError(f"--format {fmt!r}: use table or json"), 2)
-    for name, value in (("--host-timeout", host_timeout), ("--request-timeout", request_timeout)):
-        if not math.isfinite(value):
-            raise _fail(ValueError(f"{name} {value}: give a finite number of seconds"), 2)
     if evidence is None and (allowed_signers is not None or unsigned):
         raise _fail(ValueError("--allowed-signers and --unsigned judge a saved bundle: add --evidence DIR"), 2)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise _fail(ValueError(f"--out {out_dir}: a file, not a directory; name a directory for the reports"), 2)
     bounds = ReadBounds(request_s=request_timeout, ssh_s=host_timeout, metrics_bytes=max_metrics_mib * MiB)
     provenance: dict[str, object] | None = None
     try:
@@ -527,7 +522,7 @@ def audit_cmd(
         if evidence is not None:
             judged = rejudge(evidence, waivers=waivers, allowed_signers=allowed_signers, unsigned=unsigned)
             findings, provenance = judged.findings, judged.provenance()
-            write_reports(findings, out_dir, evidence, controls, provenance)
+            write_reports(judged, out_dir, evidence, controls)
         else:
             private_key = _read_secret(ssh_key, "--ssh-key") if ssh_key else None
             api_key = _read_secret(api_key_file, "--api-key-file").strip() if api_key_file else None

@@ -70,6 +70,15 @@ def test_out_that_is_a_file(a_file: Path) -> None:
     assert code == 2 and "--out" in text and "is a file" in text
     code, text = run("hardware", "import", str(a_file), "--out", str(a_file.parent))
     assert code == 2 and "--out" in text and "is a directory" in text
+    code, text = run("audit", "--out", str(a_file / "below"), "--evidence", str(a_file.parent))
+    assert code == 2 and "--out" in text and "is a file" in text
+
+
+@pytest.mark.parametrize("option", ["--host-timeout", "--request-timeout"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_audit_timeouts_are_finite(tmp_path: Path, option: str, value: str) -> None:
+    code, text = run("audit", "--out", str(tmp_path), "--evidence", str(tmp_path), option, value)
+    assert code == 2 and option in text and ("finite" in text or "greater than or equal to 1" in text), text
 
 
 @pytest.mark.parametrize("bad", ["a-dir", "missing"])

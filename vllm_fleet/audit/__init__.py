@@ -19,7 +19,6 @@ from vllm_fleet.audit.evidence import (
     Bundle,
     BundleError,
     load_bundle,
-    read_bundle,
     read_confined,
     write_bundle,
 )
@@ -49,6 +48,8 @@ class Judged:
     findings: list[Finding]
     waivers: str
     """Where the waivers came from: the auditor's --waivers file, the bundle's (listed in its manifest), or none."""
+    bundle: Bundle
+    """The bundle as read and checked once: the reports describe its hosts from it, not from a second read."""
     signature: Verdict | None = None
 
     def provenance(self) -> dict[str, object]:
@@ -62,12 +63,12 @@ def _judge(bundle: Bundle, waivers: Path | None) -> Judged:
     elif bundle.waivers_text is not None:
         rules, source = parse_waivers(parse_user_yaml(bundle.waivers_text, WAIVERS), WAIVERS), f"the bundle's {WAIVERS}"
     else:
-        return Judged(findings, "none")
+        return Judged(findings, "none", bundle)
     day = dt.datetime.fromtimestamp(min(ev.started_at for _, ev, _ in bundle.hosts), dt.UTC).date()
     waived = [
         replace(f, waiver=waiver_for(rules, f.check, f.host, day)) if f.status == "failed" else f for f in findings
     ]
-    return Judged(waived, source)
+    return Judged(waived, source, bundle)
 
 
 def judge_bundle(bundle: Path, waivers: Path | None = None) -> list[Finding]:
@@ -92,21 +93,21 @@ def rejudge(bundle: Path, *, waivers: Path | None, allowed_signers: Path | None,
 
 
 def write_reports(
-    findings: list[Finding],
+    judged: Judged,
     out: Path,
     bundle: Path,
     controls: Path | None = None,
-    provenance: dict[str, object] | None = None,
 ) -> None:
     """Every report of one audit under ``out``: JSON, JUnit, HDF (``hdf/<host>.hdf.json``), OSCAL, HTML.
 
-    ``bundle``: its evidence, for what the reports say of each host and where they point to it; ``controls``: a
-    user's check → control mapping."""
+    ``judged``: the findings and the bundle they were judged from (what the reports say of each host);
+    ``bundle``: where that bundle lies (the reports point to it); ``controls``: a user's check → control mapping."""
     from vllm_fleet.audit.hdf import write_hdf
     from vllm_fleet.audit.html import to_html
     from vllm_fleet.audit.oscal import load_controls, to_oscal
 
-    hosts = [HostInfo.of(desired, ev) for desired, ev, _ in read_bundle(bundle)]
+    findings, provenance = judged.findings, judged.provenance() if judged.signature else None
+    hosts = [HostInfo.of(desired, ev) for desired, ev, _ in judged.bundle.hosts]
     generated_at = max((h.finished_at for h in hosts), default=None) or None
     evidence = os.path.relpath(bundle, out) + "/"
     (out / "audit.json").write_text(to_json(findings, generated_at, provenance), encoding="utf-8")
@@ -148,9 +149,9 @@ def audit(
     write_bundle(bundle, [(t.desired, ev) for t, ev in zip(targets, evidence, strict=True)], extra)
     if sign_key is not None:
         sign(bundle, sign_key)
-    findings = judge_bundle(bundle)
-    write_reports(findings, out, bundle, controls)
-    return AuditResult(findings, out, time.monotonic() - start)
+    judged = _judge(load_bundle(bundle), None)
+    write_reports(judged, out, bundle, controls)
+    return AuditResult(judged.findings, out, time.monotonic() - start)
 
 
 __all__ = [
