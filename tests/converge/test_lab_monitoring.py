@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.converge.test_rollout_router import _ssh, all_serving
+from tests.converge.rollout_helpers import _ssh, all_serving
 from tests.monitoring_samples import wait_for
 from vllm_fleet.ansible import PlaybookResult
 from vllm_fleet.fleet import plan_fleet

@@ -1,11 +1,11 @@
-"""Rollouts behind the lab's real router (Debian's HAProxy): a load client sends requests through it during the
-whole rollout, and none may fail; a rollout killed with SIGKILL after a host's restart resumes without
-restarting it twice, and leaves no host drained. These run after every test that needs the lab profile on the
-hosts (tests/conftest.py orders them), so they leave the hosts on their new configs."""
+"""Rollouts behind the lab's real router (Debian's HAProxy), a load client sending requests through it the whole
+time: a host cut off mid-rollout stops the rollout; the same rollout run again finishes it and drops no request; a
+rollout killed with SIGKILL after a host's restart resumes without restarting it twice, and leaves no host drained.
+They run after every test that needs the lab profile on the hosts (tests/conftest.py orders them, in this file's
+order), so they leave the hosts on their new configs and need no rollout back."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -14,25 +14,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import testinfra
 
+from tests.converge.rollout_helpers import (
+    LOAD_PAUSE_S,
+    MODEL,
+    _ssh,
+    all_serving,
+    assert_all_pass_smoke,
+    config_of,
+    journal,
+    lab_profile,
+    main_pid,
+    rollout,
+    router,
+    snapshot,
+    with_max_num_seqs,
+)
 from tests.fixtures_lab import converge
 from vllm_fleet.ansible import PlaybookResult
-from vllm_fleet.lab import config
-from vllm_fleet.profile_loader import load_profile
+from vllm_fleet.lab import network
 from vllm_fleet.rollout.load import LoadClient
-from vllm_fleet.rollout.router import HAProxyRouter
 from vllm_fleet.vllm.render import render
 
 pytestmark = pytest.mark.lab
 
-UNIT = "vllm-main.service"
-JOURNAL = "/var/lib/vllm-fleet/main.rollout.json"
-
-
-def _ssh(site: Any, h: Any) -> Any:
-    extra = f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={site.state.known_hosts}"
-    return testinfra.get_host(f"ssh://root@{h.ip}", ssh_identity_file=str(site.state.ssh_key), ssh_extra_args=extra)
+NEW_SEQS = 6
+"""The rollout the cut stops and the next test finishes: the lab profile with max_num_seqs 6."""
 
 
 def ansible_playbook_groups() -> set[int]:
@@ -55,45 +62,70 @@ def ansible_playbook_groups() -> set[int]:
     return groups
 
 
-def router(site: Any) -> HAProxyRouter:
-    return HAProxyRouter(config.router_dir(site.state.state_dir) / "haproxy.sock")
+def test_a_host_cut_off_mid_rollout_stops_it(first_converge: PlaybookResult, site: Any) -> None:
+    assert first_converge.ok
+    all_serving(site)
+    first, second, third = site.state.hosts
+    before = snapshot(site)
+    new = with_max_num_seqs(NEW_SEQS)
+    cut: dict[str, float] = {}
 
+    def unplug_second_while_first_restarts() -> None:
+        h = _ssh(site, first)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if journal(h).get("phase") == "restarting":
+                network.set_host_link(second.index, up=False)
+                cut["at"] = time.monotonic()
+                return
+            time.sleep(0.3)
 
-def main_pid(h: Any) -> str:
-    return str(h.run(f"systemctl show -p MainPID --value {UNIT}").stdout.strip())
-
-
-def journal(h: Any) -> dict[str, Any]:
-    text = h.run(f"cat {JOURNAL}").stdout
-    return json.loads(text) if text.strip() else {}
-
-
-def config_of(h: Any) -> str:
-    return str(h.file("/etc/vllm/main.yaml").content_string)
-
-
-def all_serving(site: Any) -> None:
-    r = router(site)
-    for h in site.state.hosts:
-        r.wait_serving(h.name, 60)
+    watcher = threading.Thread(target=unplug_second_while_first_restarts)
+    watcher.start()
+    try:
+        # Two workers with a short timeout: a request in flight to the host when its cable goes is lost (that
+        # is the fault), and must not hold the client for the router's 300 s server timeout.
+        with LoadClient(site.router_url, MODEL, workers=2, timeout=20) as load:
+            result = rollout(site, render(new).config, new)
+            watcher.join()
+            assert cut, "the canary was never seen restarting"
+            ok_at_cut = load.report.ok
+            time.sleep(6)  # the others keep serving through the router
+            assert load.report.ok > ok_at_cut, load.report
+        assert not result.ok
+        assert result.count("dark", second.name) == 1, result.stats  # reported unreachable
+        after_first = _ssh(site, first)
+        assert f"max-num-seqs: {NEW_SEQS}" in config_of(after_first) and journal(after_first)["phase"] == "done"
+        assert snapshot(site, [third])[third.name] == before[third.name]  # the batch after the cut never started
+    finally:
+        network.set_host_link(second.index, up=True)
+    router(site).wait_serving(second.name, 60)  # back on its cable, still serving its old config
+    assert snapshot(site)[second.name] == before[second.name]
+    assert_all_pass_smoke(site, {first.name: new, second.name: lab_profile(), third.name: lab_profile()})
 
 
 def test_rollout_behind_the_router_drops_no_request(first_converge: PlaybookResult, site: Any) -> None:
+    """The rollout the cut stopped, run again: every host not yet on the new config restarts, one at a time,
+    behind the router, and not one request fails; a host already on it (the canary that finished) is not
+    restarted. Alone (no cut before it), every host restarts."""
     assert first_converge.ok
     all_serving(site)
     hosts = {h.name: _ssh(site, h) for h in site.state.hosts}
     before = {name: main_pid(h) for name, h in hosts.items()}
-    lab = load_profile("cpu-lab")
-    new = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_seqs": 6})})
-    with LoadClient(site.router_url, "tiny-llama-lab") as load:
-        result = converge(site, "rollout.yml", vllm_config=render(new).config)
+    moved = {name for name, h in hosts.items() if f"max-num-seqs: {NEW_SEQS}" in config_of(h)}
+    assert len(moved) < len(hosts) - 1, moved  # at least two hosts to roll: the load must cross a restart
+    with LoadClient(site.router_url, MODEL, pause=LOAD_PAUSE_S) as load:
+        result = converge(site, "rollout.yml", vllm_config=render(with_max_num_seqs(NEW_SEQS)).config)
     assert result.ok, result.stats
     report = load.report
     assert report.failed == [], report.failed[:5]
     assert report.ok >= 20, report  # requests really flowed during the whole rollout
     for name, h in hosts.items():
-        assert "max-num-seqs: 6" in config_of(h)
-        assert main_pid(h) != before[name]  # restarted on the new config
+        assert f"max-num-seqs: {NEW_SEQS}" in config_of(h)
+        if name in moved:
+            assert main_pid(h) == before[name], name  # already on the new config: not restarted
+        else:
+            assert main_pid(h) != before[name], name  # restarted on the new config
         assert journal(h)["phase"] == "done"
         state = router(site).state(name)
         assert (state.admin, state.operational) == ("ready", "up")
@@ -107,8 +139,7 @@ def test_rollout_killed_after_a_restart_resumes_without_restarting_twice(
     first = site.state.hosts[0]
     h = _ssh(site, first)
     pid0 = main_pid(h)
-    lab = load_profile("cpu-lab")
-    new = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_seqs": 5})})
+    new = with_max_num_seqs(5)
     killed: dict[str, Any] = {}
 
     def kill_after_restart() -> None:
