@@ -25,8 +25,8 @@ from pathlib import Path
 
 from vllm_fleet.audit import audit
 from vllm_fleet.audit.desired import targets
-from vllm_fleet.cli import _lab_audit_source
-from vllm_fleet.fleet import plan_fleet
+from vllm_fleet.cli.commands import _lab_audit_source
+from vllm_fleet.fleet.spec import plan_fleet
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ import argparse
 import time
 from pathlib import Path
 
-from vllm_fleet.ansible import InventoryHost, run_playbook
+from vllm_fleet.deploy.ansible import InventoryHost, run_playbook
 from vllm_fleet.lab.site import site_down, site_up
 from vllm_fleet.lab.stack import lab_role_vars
 

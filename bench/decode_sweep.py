@@ -21,12 +21,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vllm_fleet.bench import plot, sweep
+from vllm_fleet.cli.bench import plot, sweep
 from vllm_fleet.lab.local_vllm import serve, tiny_model_dir, vllm_python
-from vllm_fleet.paths import project_root
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.profile_loader import load_profile
-from vllm_fleet.smoke import served_name
+from vllm_fleet.probes.smoke import served_name
+from vllm_fleet.profiles.loader import load_profile
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.project.paths import project_root
 from vllm_fleet.vllm.bench_serve import vllm_bench_serve
 
 FINE_ITL_BUCKETS = [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]

@@ -42,9 +42,9 @@ from typing import Any
 
 import yaml
 
-from vllm_fleet.deploy import ensure_engine
-from vllm_fleet.fleet import RolloutSpec
-from vllm_fleet.paths import project_root
+from vllm_fleet.deploy.engine import ensure_engine
+from vllm_fleet.fleet.spec import RolloutSpec
+from vllm_fleet.project.paths import project_root
 
 PROFILES: list[tuple[str, str, dict[str, Any]]] = [
     ("rtx4090", "rtx4090-qwen2.5-7b-spec", {"max_num_seqs": 16}),

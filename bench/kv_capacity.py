@@ -14,10 +14,10 @@ import sys
 import httpx
 
 from vllm_fleet.lab.local_vllm import serve
-from vllm_fleet.planner import plan
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.profile_loader import load_profile
-from vllm_fleet.smoke_checks import parse_scrape
+from vllm_fleet.probes.smoke_checks import parse_scrape
+from vllm_fleet.profiles.loader import load_profile
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.planner import plan
 
 MIB = 1024**2
 CASES = [

@@ -13,8 +13,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from vllm_fleet.planner import GIB
-from vllm_fleet.planner_reports import MEDIAN_TOLERANCE, compare, load_reports, not_covered
+from vllm_fleet.profiles.planner import GIB
+from vllm_fleet.profiles.planner_reports import MEDIAN_TOLERANCE, compare, load_reports, not_covered
 from vllm_fleet.vllm import memory_model
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "kv_reports"

@@ -31,7 +31,7 @@ from fleet_scale import fleet
 
 from vllm_fleet.audit.evidence import read_bundle, write_bundle
 from vllm_fleet.audit.reconcile import judge
-from vllm_fleet.fleet import plan_fleet
+from vllm_fleet.fleet.spec import plan_fleet
 from vllm_fleet.pulumi.plan_cache import cached_plan
 
 

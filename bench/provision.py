@@ -36,13 +36,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("VLLM_FLEET_LAB_NET", "test")
 
-from vllm_fleet.deploy import configure, ensure_engine, stack, up
+from vllm_fleet.deploy.engine import configure, ensure_engine, stack, up
 from vllm_fleet.lab.config import state_dir as lab_state_dir
 from vllm_fleet.lab.fleet import lab_api_key
 from vllm_fleet.lab.site import Site, site_down, site_up
 from vllm_fleet.lab.ssh import ssh_argv
 from vllm_fleet.lab.stack import lab_fleet
-from vllm_fleet.paths import project_root
+from vllm_fleet.project.paths import project_root
 
 UNIT = "vllm-main.service"
 VENV = "/opt/vllm"

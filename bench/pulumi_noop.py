@@ -21,7 +21,7 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from vllm_fleet.deploy import ensure_engine, stack
+from vllm_fleet.deploy.engine import ensure_engine, stack
 
 
 def timed_up(st: Any) -> float:

@@ -19,7 +19,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from vllm_fleet.ansible import ssh_args
+from vllm_fleet.deploy.ansible import ssh_args
 from vllm_fleet.lab import config
 from vllm_fleet.lab.fleet import lab_api_key, lab_fleet_up
 from vllm_fleet.lab.state import load_state

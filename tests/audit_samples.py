@@ -12,9 +12,9 @@ from vllm_fleet.audit.evidence import Desired, HostEvidence
 from vllm_fleet.audit.reconcile import Finding, judge
 from vllm_fleet.audit.report import HostInfo
 from vllm_fleet.catalog._data import read_yaml
-from vllm_fleet.fleet import merge_overrides
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.vllm.render import config_yaml, render
+from vllm_fleet.fleet.spec import merge_overrides
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.render import config_yaml, render
 
 DATA = Path(__file__).parent / "data"
 

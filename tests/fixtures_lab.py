@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from vllm_fleet.ansible import InventoryHost, PlaybookResult, run_playbook
+from vllm_fleet.deploy.ansible import InventoryHost, PlaybookResult, run_playbook
 from vllm_fleet.lab import config
 from vllm_fleet.lab.stack import lab_role_vars
 from vllm_fleet.vllm.check import find_vllm_python

@@ -21,11 +21,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.audit_samples import SCRAPED
 from vllm_fleet.catalog._data import read_yaml
-from vllm_fleet.fleet import merge_overrides
+from vllm_fleet.fleet.spec import merge_overrides
 from vllm_fleet.monitoring import MonitoredNode
 from vllm_fleet.monitoring import series as mseries
 from vllm_fleet.monitoring.signals import release_metrics
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profiles.model import DecodeProfile
 
 DATA = Path(__file__).parent / "data" / "metrics"
 VERSION = "0.32.0"

@@ -48,7 +48,7 @@
 #    (`command`, the pulumi_command SDK's types and inputs) at the SDK's
 #    version: installed into PULUMI_HOME as resource-command-v<that version>
 #    (the engine matches a cached plugin's version exactly; ambient plugins on
-#    PATH are off in vllm_fleet/deploy.py). `pulumi plugin install resource
+#    PATH are off in vllm_fleet/deploy/engine.py). `pulumi plugin install resource
 #    command <ver>` (upstream's) replaces it and is kept by later builds.
 #    With another pulumi CLI or PULUMI_HOME: pulumi plugin install resource command
 #    <ver> --file <cache>/pulumi/<v>/home/plugins/resource-command-v<ver>/pulumi-resource-command

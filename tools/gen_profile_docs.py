@@ -13,14 +13,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from vllm_fleet.profile import SECTIONS, DecodeProfile, SLOs
+from vllm_fleet.profiles.model import SECTIONS, DecodeProfile, SLOs
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "profiles.md"
 BEGIN, END = "<!-- fields:begin (tools/gen_profile_docs.py) -->", "<!-- fields:end -->"
 
 
 def _type(annotation: object) -> str:
-    text = str(annotation).replace("typing.", "").replace("vllm_fleet.profile.", "")
+    text = str(annotation).replace("typing.", "").replace("vllm_fleet.profiles.model.", "")
     text = text.replace("<class '", "").replace("'>", "")
     # A validated string is shown as its validator's name: str (model_ref).
     text = re.sub(r"Annotated\[(\w+), AfterValidator\(func=<function (\w+) at 0x[0-9a-f]+>\)\]", r"\1 (\2)", text)

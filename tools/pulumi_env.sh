@@ -15,7 +15,7 @@
 #                                         non-http backend, else
 #                                         file://$VLLM_FLEET_PULUMI_STATE or
 #                                         file://<cache>/pulumi-state (the
-#                                         same dir vllm_fleet/deploy.py uses)
+#                                         same dir vllm_fleet/deploy/engine.py uses)
 #   PULUMI_CONFIG_PASSPHRASE_FILE         <cache>/pulumi-passphrase, only if
 #                                         that file exists (deploy.py creates
 #                                         it) and no passphrase is set yet

@@ -1,4 +1,4 @@
-"""Ansible filters over vllm_fleet.systemd_values: the rules for values written into a systemd unit, in one
+"""Ansible filters over vllm_fleet.trust.systemd_values: the rules for values written into a systemd unit, in one
 language. The stack-config validator (``role_vars``) and the vllm_service role's check call the same Python, so
 they refuse the same values with the same words.
 
@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from vllm_fleet import systemd_values  # noqa: F401  (import check: the project venv has the package)
+    from vllm_fleet.trust import systemd_values  # noqa: F401  (import check: the project venv has the package)
 except ImportError:  # ansible-playbook from another interpreter: use this checkout's package
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from vllm_fleet.systemd_values import role_input_problems
+from vllm_fleet.trust.systemd_values import role_input_problems
 
 
 def vllm_service_unit_problems(role_vars: Mapping[str, Any]) -> list[str]:

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from vllm_fleet.ansible import PlaybookResult
 from vllm_fleet.audit import audit, judge_bundle
 from vllm_fleet.audit.collect import Target
 from vllm_fleet.audit.desired import targets
-from vllm_fleet.fleet import plan_fleet
+from vllm_fleet.deploy.ansible import PlaybookResult
+from vllm_fleet.fleet.spec import plan_fleet
 from vllm_fleet.lab import config as lab_config
 from vllm_fleet.lab.ssh import ssh_argv
 from vllm_fleet.lab.stack import lab_fleet
@@ -195,7 +195,7 @@ def test_a_hostile_host_among_real_ones_is_one_error_within_the_deadline(
     byte at a time, forever): the real hosts are judged as usual, the run ends within the host deadline, and the
     hostile host is one `error` naming the bound."""
     from tests.hostile_node import DripServer, HostileNode
-    from vllm_fleet.node_reads import ReadBounds
+    from vllm_fleet.trust.node_reads import ReadBounds
 
     bounds = ReadBounds(request_s=5.0, ssh_s=20.0)
     with HostileNode("drip") as node, DripServer() as ssh_side:

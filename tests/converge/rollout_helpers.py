@@ -9,12 +9,12 @@ from typing import Any
 import testinfra
 
 from tests.fixtures_lab import converge
-from vllm_fleet.ansible import PlaybookResult
+from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.lab import config
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.profile_loader import load_profile
+from vllm_fleet.probes.smoke import smoke
+from vllm_fleet.profiles.loader import load_profile
+from vllm_fleet.profiles.model import DecodeProfile
 from vllm_fleet.rollout.router import HAProxyRouter
-from vllm_fleet.smoke import smoke
 
 UNIT = "vllm-main.service"
 JOURNAL = "/var/lib/vllm-fleet/main.rollout.json"

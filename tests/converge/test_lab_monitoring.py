@@ -15,8 +15,8 @@ import yaml
 
 from tests.converge.rollout_helpers import _ssh, all_serving
 from tests.monitoring_samples import wait_for
-from vllm_fleet.ansible import PlaybookResult
-from vllm_fleet.fleet import plan_fleet
+from vllm_fleet.deploy.ansible import PlaybookResult
+from vllm_fleet.fleet.spec import plan_fleet
 from vllm_fleet.lab import config
 from vllm_fleet.lab.prometheus import prometheus_down, prometheus_up
 from vllm_fleet.lab.stack import lab_fleet

@@ -21,9 +21,9 @@ from tests.converge.rollout_helpers import (
     router,
     snapshot,
 )
-from vllm_fleet.ansible import PlaybookResult
+from vllm_fleet.deploy.ansible import PlaybookResult
+from vllm_fleet.profiles.render import render
 from vllm_fleet.rollout.load import LoadClient
-from vllm_fleet.vllm.render import render
 
 pytestmark = pytest.mark.lab
 

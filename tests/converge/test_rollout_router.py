@@ -31,10 +31,10 @@ from tests.converge.rollout_helpers import (
     with_max_num_seqs,
 )
 from tests.fixtures_lab import converge
-from vllm_fleet.ansible import PlaybookResult
+from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.lab import network
+from vllm_fleet.profiles.render import render
 from vllm_fleet.rollout.load import LoadClient
-from vllm_fleet.vllm.render import render
 
 pytestmark = pytest.mark.lab
 

@@ -10,10 +10,10 @@ import pytest
 import testinfra
 
 from tests.fixtures_lab import converge
-from vllm_fleet.ansible import PlaybookResult
+from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.lab.stack import LAB_DRIVER_VERSION
-from vllm_fleet.profile_loader import load_profile
-from vllm_fleet.smoke import smoke
+from vllm_fleet.probes.smoke import smoke
+from vllm_fleet.profiles.loader import load_profile
 
 pytestmark = pytest.mark.lab
 UNIT = "vllm-main.service"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vllm_fleet.deploy import Engine
+from vllm_fleet.deploy.engine import Engine
 
 
 def inline_stack(engine: Engine, project: str, program: Callable[[], None], work_dir: Path, **env: str) -> Any:

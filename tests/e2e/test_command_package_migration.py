@@ -22,7 +22,7 @@ def test_vllm_fleet_command_stack_moves_to_pulumi_command_without_a_delete(tmp_p
     from pulumi import automation as auto
 
     from tests.e2e.legacy_commands import API_KEY, CommandProvider, LocalCommand
-    from vllm_fleet.deploy import ensure_engine, migrate_commands
+    from vllm_fleet.deploy.engine import ensure_engine, migrate_commands
     from vllm_fleet.pulumi.gpu_node import was
     from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from vllm_fleet.paths import cache_dir
+from vllm_fleet.project.paths import cache_dir
 
 pytestmark = pytest.mark.e2e
 
 
 def test_command_provider_go_tests() -> None:
-    from vllm_fleet.deploy import ensure_engine
+    from vllm_fleet.deploy.engine import ensure_engine
 
     engine = ensure_engine()  # builds (once) the module the provider is compiled in: <cache>/pulumi/<v>/src
     src = engine.bin_dir.parent / "src"

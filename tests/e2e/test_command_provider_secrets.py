@@ -23,7 +23,7 @@ def test_old_stack_moves_its_keys_to_the_provider_without_a_delete(tmp_path: Pat
     from pulumi import automation as auto
 
     from tests.e2e.legacy_commands import API_KEY, CommandProvider, LocalCommand
-    from vllm_fleet.deploy import ensure_engine
+    from vllm_fleet.deploy.engine import ensure_engine
 
     engine = ensure_engine()
 

@@ -18,7 +18,7 @@ def test_pulumi_command_sdk_runs_on_our_provider(tmp_path: Path) -> None:
     import pulumi
     import pulumi_command
 
-    from vllm_fleet.deploy import ensure_engine
+    from vllm_fleet.deploy.engine import ensure_engine
 
     engine = ensure_engine()
     sdk_version = json.loads((Path(pulumi_command.__file__).parent / "pulumi-plugin.json").read_text())["version"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from vllm_fleet.paths import project_root
+from vllm_fleet.project.paths import project_root
 
 pytestmark = pytest.mark.e2e
 
@@ -28,7 +28,7 @@ def project_copy(tmp: Path) -> Path:
 def test_example_fleet_previews(tmp_path: Path) -> None:
     from pulumi import automation as auto
 
-    from vllm_fleet.deploy import ensure_engine
+    from vllm_fleet.deploy.engine import ensure_engine
 
     engine = ensure_engine()
     work = project_copy(tmp_path)
@@ -61,7 +61,7 @@ def test_preview_refuses_what_validate_refuses_with_the_same_words(tmp_path: Pat
     import subprocess
     import sys
 
-    from vllm_fleet.deploy import ensure_engine
+    from vllm_fleet.deploy.engine import ensure_engine
 
     engine = ensure_engine()
     work = project_copy(tmp_path)

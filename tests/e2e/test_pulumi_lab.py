@@ -21,7 +21,7 @@ import httpx
 import pytest
 import yaml
 
-from vllm_fleet.ansible import PlaybookResult
+from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.lab.stack import lab_fleet
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +41,7 @@ def ssh(site: Any, ip: str, command: str) -> str:
 
 @pytest.fixture(scope="module")
 def engine() -> Any:
-    from vllm_fleet.deploy import ensure_engine
+    from vllm_fleet.deploy.engine import ensure_engine
 
     return ensure_engine()
 

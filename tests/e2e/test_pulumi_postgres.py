@@ -110,7 +110,7 @@ def postgres() -> Iterator[Postgres]:
 
 @pytest.fixture(scope="module")
 def engine() -> Any:
-    from vllm_fleet.deploy import ensure_engine
+    from vllm_fleet.deploy.engine import ensure_engine
 
     try:
         return ensure_engine(lambda _m: None)

@@ -29,7 +29,7 @@ def test_legacy_dynamic_commands_are_forgotten_not_deleted(tmp_path: Path, monke
     import pulumi
     from pulumi import automation as auto
 
-    from vllm_fleet.deploy import LEGACY_COMMAND_TYPE, ensure_engine, forget_legacy_commands
+    from vllm_fleet.deploy.engine import LEGACY_COMMAND_TYPE, ensure_engine, forget_legacy_commands
 
     engine = ensure_engine()
     (tmp_path / "legacy_provider.py").write_text(LEGACY_PROVIDER)

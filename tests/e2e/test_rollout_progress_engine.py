@@ -63,7 +63,7 @@ def fake_fleet(version: str, failing: str | None) -> Any:
 def test_the_engines_events_drive_the_display(tmp_path: Path) -> None:
     from pulumi import automation as auto
 
-    from vllm_fleet.deploy import Engine, ensure_engine, up
+    from vllm_fleet.deploy.engine import Engine, ensure_engine, up
     from vllm_fleet.rollout.live import RolloutWatch
 
     built = ensure_engine(lambda _line: None)

@@ -30,7 +30,7 @@ def test_commands_read_the_stack_keys_in_up_and_destroy(tmp_path: Path, monkeypa
     import pulumi_command
     from pulumi import automation as auto
 
-    from vllm_fleet.deploy import ensure_engine
+    from vllm_fleet.deploy.engine import ensure_engine
     from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV
 
     engine = ensure_engine()

@@ -43,7 +43,7 @@ from vllm_fleet.mirror.wheelhouse import (
     scan,
     write_wheel_tree,
 )
-from vllm_fleet.paths import cache_dir
+from vllm_fleet.project.paths import cache_dir
 
 OLD, NEW = "580.82.07-1", "580.95.05-1"
 

@@ -17,7 +17,7 @@ import yaml
 from tests.mirror.test_mirror import Apt, _installs
 from vllm_fleet.mirror.apt_repo import AptRepo, build_apt_repo, repo_path, sources_line, verify_with_gpgv
 from vllm_fleet.mirror.standin import UBUNTU_DEFINITIONS, load_definitions
-from vllm_fleet.paths import project_root
+from vllm_fleet.project.paths import project_root
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("dpkg-deb", "apt-ftparchive", "gpg", "gpgv", "apt-get")),

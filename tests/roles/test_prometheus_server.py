@@ -16,7 +16,7 @@ import yaml
 
 from tests.roles.test_lint import ROLES, _defaults_with_comments
 from vllm_fleet.monitoring import MonitoredNode, scopes_of, write_monitoring
-from vllm_fleet.profile_loader import load_profile
+from vllm_fleet.profiles.loader import load_profile
 
 Run = Callable[..., Any]
 Tool = Callable[[str], str]

@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from vllm_fleet.mirror.wheelhouse import HashCache, write_wheel_tree
-from vllm_fleet.profile_loader import load_profile
+from vllm_fleet.profiles.loader import load_profile
+from vllm_fleet.profiles.render import config_yaml, render
 from vllm_fleet.vllm.check import find_vllm_python
-from vllm_fleet.vllm.render import config_yaml, render
 
 ROOT = Path(__file__).resolve().parents[2]
 Run = Callable[..., Any]

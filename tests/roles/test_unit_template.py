@@ -2,7 +2,7 @@
 systemd must accept it without a single complaint, and its sandbox must score <= 2.5 in `systemd-analyze security`.
 Also: Ansible (the role's lookup + copy) renders both shared templates to the same bytes as the Python side.
 
-Free values cannot inject unit syntax: vllm_fleet.systemd_values (the role's check calls it as a filter) rejects
+Free values cannot inject unit syntax: vllm_fleet.trust.systemd_values (the role's check calls it as a filter) rejects
 control characters; the template escapes quotes, backslashes and % specifiers, and turns any line breaker that
 got past the checks into inert text. What systemd really reads back is checked with systemd's own parser:
 `systemd --test` (run unprivileged: it refuses root) dumps the parsed unit, Environment= values included,
@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 import yaml
 
-from vllm_fleet import systemd_values as sv
 from vllm_fleet.gpu_host.cuda import cuda_home
-from vllm_fleet.profile_loader import builtin_profile_names, load_profile
-from vllm_fleet.vllm.render import config_yaml, render, template_env
+from vllm_fleet.profiles.loader import builtin_profile_names, load_profile
+from vllm_fleet.profiles.render import config_yaml, render, template_env
+from vllm_fleet.trust import systemd_values as sv
 
 MAX_EXPOSURE = 2.5
 Run = Callable[..., Any]
@@ -426,7 +426,7 @@ def test_no_value_adds_a_line_fuzz(seed: int, fake_install: dict[str, str]) -> N
 
 
 def test_template_macros_are_the_python_escapes() -> None:
-    """The template's macros and vllm_fleet.systemd_values produce the same text for any input."""
+    """The template's macros and vllm_fleet.trust.systemd_values produce the same text for any input."""
     macros = _templates_macros()
     rng = random.Random(7)
     alphabet = "\n\r\x00\x1b\t\\\"'%$ #;=é—a/"

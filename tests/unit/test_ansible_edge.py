@@ -1,4 +1,4 @@
-"""vllm_fleet.ansible at its edges: data never templated, one pinned host-key policy, secrets never on disk.
+"""vllm_fleet.deploy.ansible at its edges: data never templated, one pinned host-key policy, secrets never on disk.
 
 Real ansible-playbook runs on localhost (throw-away playbooks in tmp_path, through run_playbook), a real
 ssh-agent, and a converge SIGKILLed in the middle of its SSH connect.
@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from vllm_fleet.ansible import InventoryHost, data_yaml, known_hosts_line, run_playbook, ssh_args
-from vllm_fleet.paths import project_root
-from vllm_fleet.private_dir import PREFIX, PrivateDir, private_base
+from vllm_fleet.deploy.ansible import InventoryHost, data_yaml, known_hosts_line, run_playbook, ssh_args
+from vllm_fleet.deploy.private_dir import PREFIX, PrivateDir, private_base
+from vllm_fleet.project.paths import project_root
 
 ROOT = project_root()
 VENV_BIN = Path(sys.executable).parent
@@ -330,21 +330,14 @@ def _files_changed_since(since: float, max_bytes: int = 8 << 20) -> Iterator[Pat
                     yield path
 
 
-def _node(port: int, host_key: str) -> dict[str, Any]:
-    from vllm_fleet.fleet import plan_fleet
+def _node(port: int, host_key: str) -> str:
+    from vllm_fleet.fleet.plan import ConvergeInput
+    from vllm_fleet.fleet.spec import plan_fleet
 
     host = {"name": "n1", "address": "127.0.0.1", "ssh_port": port, "host_key": host_key}
     n = plan_fleet({"hosts": [{**host, "hardware": "cpu-lab", "profile": "cpu-lab"}]}).nodes[0]
-    return {
-        "host": n.host,
-        "profile": n.profile,
-        "profile_data": n.profile_data,
-        "vllm_version": n.vllm_version,
-        "vllm_config": n.vllm_config,
-        "config_hash": n.config_hash,
-        # As the lab does: the driver roles' checks pass on a CPU stand-in.
-        "role_vars": {"nvidia_driver_gpu_architecture": "hopper"},
-    }
+    # As the lab does: the driver roles' checks pass on a CPU stand-in.
+    return ConvergeInput.of(n, {"nvidia_driver_gpu_architecture": "hopper"}).to_json()
 
 
 @needs_ssh_tools
@@ -364,7 +357,7 @@ def test_a_converge_killed_mid_run_leaves_no_secret_on_disk(tmp_path: Path, host
     silent.listen(8)
     env = {
         **os.environ,
-        "VLLM_FLEET_NODE": json.dumps(_node(silent.getsockname()[1], host_key)),
+        "VLLM_FLEET_NODE": _node(silent.getsockname()[1], host_key),
         "VLLM_FLEET_SSH_KEY": private_key,
         "VLLM_FLEET_API_KEY": api_key,
     }

@@ -10,12 +10,13 @@ rows of their own like any other.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from vllm_fleet.paths import project_root
+from vllm_fleet.project.paths import project_root
 
 ROOT = project_root()
 PACKAGE = ROOT / "vllm_fleet"
@@ -83,3 +84,33 @@ def test_every_module_is_in_the_table_once_and_every_row_exists() -> None:
     assert not missing, f"docs/architecture.md: add a row (role, I/O) for {missing}"
     assert not gone, f"docs/architecture.md: rows name modules that do not exist: {gone}"
     assert not twice, f"docs/architecture.md: modules in more than one row: {twice}"
+
+
+def contract_layers() -> list[str]:
+    """The package layers of pyproject.toml's first import-linter contract, top down, ``vllm_fleet.`` dropped."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = config["tool"]["importlinter"]["contracts"][0]
+    assert contract["type"] == "layers" and "containers" not in contract, contract
+    return [layer.replace("vllm_fleet.", "") for layer in contract["layers"]]
+
+
+def doc_layers(text: str) -> list[str]:
+    """The second cells of the table under "## Layers, checked", backticks dropped, ``\\|`` read as ``|``."""
+    section = text.split("## Layers, checked", 1)[1].split("\n## ", 1)[0]
+    rows = [cells(line.replace("\\|", "\0")) for line in section.splitlines() if line.startswith("|")]
+    assert rows and rows[0] == ["layer", "packages"], rows[:1]
+    return [row[1].replace("`", "").replace("\0", "|") for row in rows[2:]]
+
+
+def test_the_layers_table_is_the_import_contract() -> None:
+    layers = contract_layers()
+    assert len(layers) >= 10, layers  # the contract really read
+    assert doc_layers(DOC.read_text(encoding="utf-8")) == layers
+
+
+def test_every_package_is_in_a_layer() -> None:
+    in_layers = {name.strip() for layer in contract_layers() for name in re.split(r"[|:]", layer)}
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    modules = {p.stem for p in PACKAGE.glob("*.py") if not p.name.startswith("__")}
+    top = packages | modules
+    assert top == in_layers, f"not in a layer: {sorted(top - in_layers)}; naming nothing: {sorted(in_layers - top)}"

@@ -19,7 +19,7 @@ from tests.audit_samples import sample_items
 from vllm_fleet.audit import judge_bundle, rejudge
 from vllm_fleet.audit.evidence import MANIFEST, BundleError, read_bundle, write_bundle
 from vllm_fleet.audit.signature import SIGNATURE, SignatureError, sign, signing_key
-from vllm_fleet.cli import app
+from vllm_fleet.cli.commands import app
 
 WAIVE_NODE2 = "- check: VF-CFG-DISK\n  hosts: node2\n  reason: change CHG-1\n  expires: 2099-01-01\n"
 

@@ -21,7 +21,7 @@ from tests.audit_samples import START, sample_audit
 from vllm_fleet.audit.html import to_html
 from vllm_fleet.audit.reconcile import Finding
 from vllm_fleet.audit.report import HostInfo, exit_code, summary
-from vllm_fleet.paths import project_root
+from vllm_fleet.project.paths import project_root
 
 HOSTILE = "<script>alert(1)</script>"
 ATTR_HOSTILE = '"><img src=x onerror=alert(2)>'

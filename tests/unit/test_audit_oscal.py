@@ -17,7 +17,7 @@ from tests.audit_samples import START, sample_audit
 from vllm_fleet.audit.oscal import NS, ControlsError, load_controls, to_oscal
 from vllm_fleet.audit.reconcile import CHECKS, Finding
 from vllm_fleet.audit.report import HostInfo
-from vllm_fleet.user_yaml import InputFileError
+from vllm_fleet.trust.user_yaml import InputFileError
 
 GENERATED = START + 700
 

@@ -178,7 +178,7 @@ def test_the_desired_config_is_the_file_the_plan_hashes() -> None:
     import hashlib
 
     from vllm_fleet.audit.desired import targets
-    from vllm_fleet.fleet import plan_fleet
+    from vllm_fleet.fleet.spec import plan_fleet
 
     stack = yaml.safe_load((Path(__file__).resolve().parents[2] / "Pulumi.example.yaml").read_text())
     plan = plan_fleet(stack["config"]["vllm-fleet:fleet"])

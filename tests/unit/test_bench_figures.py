@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from vllm_fleet.bench import (
+from vllm_fleet.cli.bench import (
     Bucket,
     ServerLatency,
     StreamTiming,
@@ -18,7 +18,7 @@ from vllm_fleet.bench import (
     percentile,
     quantile_bucket,
 )
-from vllm_fleet.profile_loader import load_profile
+from vllm_fleet.profiles.loader import load_profile
 
 ITL_DEFAULTS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0)
 

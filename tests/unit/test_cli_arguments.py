@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from vllm_fleet import cli
 from vllm_fleet.audit.waivers import load_waivers
 from vllm_fleet.catalog import hardware_import as hi
-from vllm_fleet.user_yaml import InputFileError
-from vllm_fleet.vllm.migrate import migrate
+from vllm_fleet.cli import commands as cli
+from vllm_fleet.profiles.migrate import migrate
+from vllm_fleet.trust.user_yaml import InputFileError
 
 CLOSED = "http://127.0.0.1:9"  # the discard port: nothing listens on loopback there
 QUERY = "index, name, memory.total [MiB], compute_cap, driver_version\n0, NVIDIA L40S, 46068 MiB, 8.9, 550.54\n"

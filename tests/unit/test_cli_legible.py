@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from vllm_fleet.cli import app
-from vllm_fleet.profile_loader import builtin_profiles
+from vllm_fleet.cli.commands import app
+from vllm_fleet.profiles.loader import builtin_profiles
 
 runner = CliRunner()
 BOX_DRAWING = re.compile("[\u2500-\u257f]")

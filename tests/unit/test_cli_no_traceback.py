@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from vllm_fleet import cli
+from vllm_fleet.cli import commands as cli
 
 ROOT = typer.main.get_command(cli.app)
 CLOSED = "http://127.0.0.1:9"

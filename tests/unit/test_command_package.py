@@ -101,7 +101,7 @@ def test_commands_read_the_stack_secrets_from_its_config(tmp_path: Path, monkeyp
         stack_secrets("lab; rm -rf /")
 
     got: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(converge, "preflight", lambda node, script, key: got.append((script, key)) or 0)
+    monkeypatch.setattr(converge, "preflight", lambda host, script, key: got.append((script, key)) or 0)
     monkeypatch.setattr(converge, "smoke_gate", lambda node, key: got.append((key,)) or 0)
     monkeypatch.setattr("sys.stdin", io.StringIO("echo hi\n"))
     monkeypatch.setenv("VLLM_FLEET_NODE", json.dumps({"host": {"name": "gpu-a"}}))
@@ -132,10 +132,8 @@ def test_preflight_runs_the_system_ssh_with_the_host_key_pinned(
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     monkeypatch.setenv("SSH_AUTH_SOCK", "/run/user/agent.sock")
     host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
-    node = {
-        "host": {"name": "gpu-a", "address": "10.20.0.11", "ssh_port": 2222, "ssh_user": "root", "host_key": host_key}
-    }
-    assert converge.preflight(node, "echo hi\n", None) == 0
+    host = {"name": "gpu-a", "address": "10.20.0.11", "ssh_port": 2222, "ssh_user": "root", "host_key": host_key}
+    assert converge.preflight(host, "echo hi\n", None) == 0
     seen = json.loads(record.read_text())
     argv = seen["argv"]
     assert argv[-3:] == ["--", "root@10.20.0.11", "sh -s"] and argv[:2] == ["-p", "2222"]
@@ -143,9 +141,9 @@ def test_preflight_runs_the_system_ssh_with_the_host_key_pinned(
         assert option in argv
     assert seen["known"] == f"[10.20.0.11]:2222 {host_key}\n" and seen["stdin"] == "echo hi\n"
     assert seen["agent"] == "/run/user/agent.sock"  # no key given: the controller's own agent
-    node["host"]["host_key"] = None
+    host["host_key"] = None
     with pytest.raises(ValueError, match="host_key"):  # no pin, no connection
-        converge.preflight(node, "true\n", None)
+        converge.preflight(host, "true\n", None)
 
 
 def test_without_pulumi_on_path_the_error_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -159,7 +157,7 @@ def test_our_command_plugin_serves_the_version_the_sdk_asks_for() -> None:
     engine matches a plugin's version exactly: a bumped pin alone leaves every stack without its provider)."""
     import re
 
-    from vllm_fleet.paths import project_root
+    from vllm_fleet.project.paths import project_root
     from vllm_fleet.pulumi.state_migration import command_sdk_version
 
     main_go = project_root() / "tools/pulumi_engine/cmd/pulumi-resource-vllm-fleet-command/main.go"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_fleet.deploy import BACKEND_ENV, Engine, backend_url, clear_stale_locks
+from vllm_fleet.deploy.engine import BACKEND_ENV, Engine, backend_url, clear_stale_locks
 
 
 def test_backend_url_default_team_and_refused() -> None:

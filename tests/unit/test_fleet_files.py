@@ -1,5 +1,5 @@
 """`vllm-fleet validate` on stack configs and inventories, and the playbooks' controller-side inventory check:
-the same code (vllm_fleet.fleet_files), the same messages, no host touched."""
+the same code (vllm_fleet.fleet.files), the same messages, no host touched."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from vllm_fleet.fleet_files import check_fleet_file, check_inventory
+from vllm_fleet.fleet.files import check_fleet_file, check_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = {"nvidia_driver_version": "580.95.05", "cuda_toolkit_version": "13.0.2", "nvidia_driver_gpu_architecture": "ada"}

@@ -18,7 +18,7 @@ from vllm_fleet.gpu_host.kernel_upgrades import (
     parse_dkms_status,
 )
 from vllm_fleet.gpu_host.secure_boot import secure_boot_plan, secure_boot_state
-from vllm_fleet.paths import project_root
+from vllm_fleet.project.paths import project_root
 
 # -- kernel-module flavour: NVIDIA's rule (driver installation guide, "Kernel Modules") ----------------------
 

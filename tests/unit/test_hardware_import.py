@@ -18,7 +18,7 @@ from vllm_fleet.catalog.hardware_import import (
     parse_query,
     parse_topology,
 )
-from vllm_fleet.cli import app
+from vllm_fleet.cli.commands import app
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"
 

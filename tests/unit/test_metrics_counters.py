@@ -16,11 +16,9 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.audit_samples import SCRAPED
-from vllm_fleet.cli import app
-from vllm_fleet.fleet import merge_overrides
-from vllm_fleet.planner import plan
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.smoke_checks import (
+from vllm_fleet.cli.commands import app
+from vllm_fleet.fleet.spec import merge_overrides
+from vllm_fleet.probes.smoke_checks import (
     MAX_SCRAPE_BYTES,
     START_TIME,
     Check,
@@ -29,6 +27,8 @@ from vllm_fleet.smoke_checks import (
     parse_scrape,
     read_scrape,
 )
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.planner import plan
 
 runner = CliRunner()
 GEN = 'vllm:generation_tokens_total{engine="0",model_name="tiny-llama"}'

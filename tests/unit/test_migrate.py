@@ -8,10 +8,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from vllm_fleet.cli import app
-from vllm_fleet.profile_loader import load_profile, parse_profile
-from vllm_fleet.vllm.migrate import migrate, split_command
-from vllm_fleet.vllm.render import render
+from vllm_fleet.cli.commands import app
+from vllm_fleet.profiles.loader import load_profile, parse_profile
+from vllm_fleet.profiles.migrate import migrate, split_command
+from vllm_fleet.profiles.render import render
 
 runner = CliRunner()
 

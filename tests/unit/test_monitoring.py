@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tests.monitoring_samples import PROFILES, fleet
-from vllm_fleet.cli import app
+from vllm_fleet.cli.commands import app
 from vllm_fleet.monitoring import MonitoredNode, profile_scopes, scopes_of, write_monitoring
 from vllm_fleet.monitoring import series as mseries
 from vllm_fleet.monitoring.alerts import ALERTS
@@ -25,8 +25,8 @@ from vllm_fleet.monitoring.drift import desired_labels
 from vllm_fleet.monitoring.rules import FLEET_FILE, release_file, rule_set
 from vllm_fleet.monitoring.signals import release_metrics
 from vllm_fleet.monitoring.targets import TARGETS_FILE
-from vllm_fleet.profile import CacheConfig
-from vllm_fleet.smoke_checks import cache_config_expectations
+from vllm_fleet.probes.smoke_checks import cache_config_expectations
+from vllm_fleet.profiles.model import CacheConfig
 from vllm_fleet.vllm import metrics_table
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile_node import NOT_UTF8, DripServer, DripUnixServer, HostileNode, free_port
-from vllm_fleet.node_reads import (
+from vllm_fleet.trust.node_reads import (
     NodeReadError,
     ReadBounds,
     client,
@@ -139,8 +139,8 @@ def test_the_router_does_not_hang_on_a_dripping_stats_socket(tmp_path: Path) -> 
 
 
 def test_smoke_against_hostile_nodes_is_could_not_check_on_time(node: HostileNode) -> None:
-    from vllm_fleet.profile_loader import load_profile
-    from vllm_fleet.smoke import CANNOT_CHECK, FAIL, smoke
+    from vllm_fleet.probes.smoke import CANNOT_CHECK, FAIL, smoke
+    from vllm_fleet.profiles.loader import load_profile
 
     profile = load_profile("cpu-lab")
     result, took = timed(smoke, node.url("drip"), profile, timeout_s=2.0, bounds=FAST)
@@ -155,8 +155,8 @@ def test_smoke_against_hostile_nodes_is_could_not_check_on_time(node: HostileNod
 
 
 def test_bench_against_a_hanging_stream_is_one_error_on_time(node: HostileNode) -> None:
-    from vllm_fleet.bench import BenchError, sweep
-    from vllm_fleet.profile_loader import load_profile
+    from vllm_fleet.cli.bench import BenchError, sweep
+    from vllm_fleet.profiles.loader import load_profile
 
     err, took = timed(sweep, node.url("hang"), load_profile("cpu-lab"), [1], bounds=FAST)
     assert isinstance(err, BenchError) and "2 s" in str(err), err

@@ -24,11 +24,11 @@ from tests.audit_samples import b64, evidence, sample_desired
 from vllm_fleet.audit.reconcile import Finding, judge, parse_argv
 from vllm_fleet.audit.report import print_table as print_findings
 from vllm_fleet.audit.report import to_junit
-from vllm_fleet.cli import app
-from vllm_fleet.node_text import printable, xml_safe
-from vllm_fleet.smoke import SmokeResult
-from vllm_fleet.smoke_checks import Check
-from vllm_fleet.tables import print_table, table
+from vllm_fleet.cli.commands import app
+from vllm_fleet.probes.smoke import SmokeResult
+from vllm_fleet.probes.smoke_checks import Check
+from vllm_fleet.project.tables import print_table, table
+from vllm_fleet.trust.node_text import printable, xml_safe
 
 CONTROLS = [chr(c) for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))]
 SEQUENCES = ["\x1b[31m", "\x1b]0;title\x07", "\x1b[2J\x1b[H", "\x9b31m", "\r\x1b[K"]

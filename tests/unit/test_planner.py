@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from vllm_fleet.catalog import load_model
-from vllm_fleet.planner import plan
-from vllm_fleet.profile import DecodeProfile, section_of
-from vllm_fleet.profile_loader import ProfileError, load_profile
-from vllm_fleet.vllm.render import render
+from vllm_fleet.profiles.loader import ProfileError, load_profile
+from vllm_fleet.profiles.model import DecodeProfile, section_of
+from vllm_fleet.profiles.planner import plan
+from vllm_fleet.profiles.render import render
 
 MIB = 1024**2
 GIB = 1024**3

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_fleet.planner import GIB
-from vllm_fleet.planner_reports import (
+from vllm_fleet.profiles.planner import GIB
+from vllm_fleet.profiles.planner_reports import (
     MEDIAN_TOLERANCE,
     Comparison,
     compare,

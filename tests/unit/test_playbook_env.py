@@ -15,8 +15,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from vllm_fleet.ansible import data_yaml, playbook_env, run_local_playbook
-from vllm_fleet.paths import project_root
+from vllm_fleet.deploy.ansible import data_yaml, playbook_env, run_local_playbook
+from vllm_fleet.project.paths import project_root
 
 
 def _throwaway_ssh_key() -> str:

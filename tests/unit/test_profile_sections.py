@@ -18,12 +18,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from vllm_fleet.cli import app
-from vllm_fleet.fleet import plan_fleet
-from vllm_fleet.profile import SECTIONS, DecodeProfile, ProfileLayoutWarning, SpeculativeConfig, lift_flat_layout
-from vllm_fleet.profile_loader import ProfileError, builtin_profile_names, load_profile, parse_profile
+from vllm_fleet.cli.commands import app
+from vllm_fleet.fleet.spec import plan_fleet
+from vllm_fleet.profiles.loader import ProfileError, builtin_profile_names, load_profile, parse_profile
+from vllm_fleet.profiles.model import SECTIONS, DecodeProfile, ProfileLayoutWarning, SpeculativeConfig, lift_flat_layout
+from vllm_fleet.profiles.render import ARGV_ORDER, config_yaml, env_file, render
 from vllm_fleet.vllm import flags
-from vllm_fleet.vllm.render import ARGV_ORDER, config_yaml, env_file, render
 
 ROOT = Path(__file__).parents[2]
 FLAT = ROOT / "tests/data/profiles_flat"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import pulumi
@@ -10,9 +11,10 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from vllm_fleet.fleet import parse_fleet, resolve_fleet
-from vllm_fleet.fleet_plan import FleetError
-from vllm_fleet.paths import project_root
+from vllm_fleet.fleet.plan import ConvergeInput, FleetError
+from vllm_fleet.fleet.spec import parse_fleet, plan_fleet, resolve_fleet
+from vllm_fleet.project.paths import project_root
+from vllm_fleet.pulumi.gpu_node import preflight_script, supported_platforms
 
 # How the Pulumi SDK marks a secret value on the wire.
 SECRET_SIG, SECRET_VALUE = rpc._special_sig_key, rpc._special_secret_sig
@@ -110,6 +112,15 @@ def test_program_registers_one_node_per_host() -> None:
     assert SECRET_SIG not in env  # the node's spec is not a secret: it carries none (role_vars refuse them)
     node = json.loads(env["VLLM_FLEET_NODE"])
     assert node["vllm_config"]["max-num-seqs"] == 16
+    # One typed input: what the converge reads back is the plan's node with the stack's role_vars, and its JSON
+    # form is the environment's text byte for byte, keys in the order existing stacks' state holds them.
+    plan = plan_fleet(example_fleet())
+    expected = ConvergeInput.of(plan.nodes[0], plan.role_vars, system_digest=node["system_digest"])
+    assert ConvergeInput.from_json(env["VLLM_FLEET_NODE"]) == expected
+    assert expected.to_json() == env["VLLM_FLEET_NODE"]
+    assert list(node) == [
+        "system_digest", "host", "profile", "profile_data", "vllm_version", "vllm_config", "config_hash", "role_vars"
+    ]  # fmt: skip
     assert "triggers" not in converge.inputs  # changes update in place; a replacement would run `remove`
     # The keys are the stack's, named only: the commands get the stack whose secrets the engine's run holds.
     smoke = next(r for r in mocks.resources if r.name == "gpu-4090-a-smoke")
@@ -158,7 +169,7 @@ def test_memoised_plan_registers_the_same_inputs(tmp_path: Any) -> None:
 
 
 def test_plan_cache_hits_misses_and_never_stores_errors(tmp_path: Any) -> None:
-    from vllm_fleet.fleet import plan_fleet
+    from vllm_fleet.fleet.spec import plan_fleet
     from vllm_fleet.pulumi.plan_cache import cached_plan
 
     store = tmp_path / "plans"
@@ -209,7 +220,7 @@ def test_plan_cache_follows_profile_files_and_templates(tmp_path: Any, monkeypat
 
 
 def test_rollout_plan_canary_share_and_waves() -> None:
-    from vllm_fleet.fleet import plan_fleet
+    from vllm_fleet.fleet.spec import plan_fleet
 
     fleet = example_fleet()
     fleet["rollout"] = {"batch_size": "50%", "pause_s": 30, "provision_parallel": 2}
@@ -309,3 +320,21 @@ def test_a_fleet_file_registers_what_the_inline_fleet_does(tmp_path: Any, monkey
     (project / "fleets" / "a.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(pulumi.RunError, match=r"fleets/a\.yaml: hosts\[0\]\(gpu-4090-a\)\.address: not an IP"):
         run_program(None, "fleets/a.yaml")
+
+
+@pytest.mark.parametrize(
+    ("os_id", "version", "ok"), [("debian", "12", True), ("ubuntu", "24.04", True), ("centos", "9", False)]
+)
+def test_the_preflight_script_takes_the_platforms_the_roles_take(os_id: str, version: str, ok: bool) -> None:
+    """The preflight's OS check is made from the os_vars role's list (one source): run with a host's os-release."""
+    platforms = supported_platforms()
+    assert f"{os_id.capitalize()}-{version}" in platforms or not ok
+    script = preflight_script(platforms).replace(". /etc/os-release", f"ID={os_id} VERSION_ID={version}")
+    proc = subprocess.run(["sh", "-s"], input=script, capture_output=True, text=True, check=False)
+    assert proc.stdout.startswith(f"os={os_id}-{version}\n")
+    assert (proc.returncode == 0) is ok, proc.stderr
+    if not ok:
+        assert "vllm-fleet supports Debian 12, Ubuntu 22.04 and 24.04" in proc.stderr
+    assert "vllm-fleet supports Debian 12 and 13, Ubuntu 24.04" in preflight_script(
+        ["Debian-12", "Debian-13", "Ubuntu-24.04"]
+    )

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from vllm_fleet.cli import app
-from vllm_fleet.fleet import merge_overrides
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.profile_loader import ProfileError, load_profile
-from vllm_fleet.vllm.render import config_yaml, render
+from vllm_fleet.cli.commands import app
+from vllm_fleet.fleet.spec import merge_overrides
+from vllm_fleet.profiles.loader import ProfileError, load_profile
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.render import config_yaml, render
 
 runner = CliRunner()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import re
@@ -15,14 +14,8 @@ import pytest
 import yaml
 from jinja2 import meta
 
-from vllm_fleet.fleet import plan_fleet
-from vllm_fleet.fleet_plan import FleetError
-from vllm_fleet.gpu_host.kernel_modules import architectures
-from vllm_fleet.lab.stack import LAB_HARDWARE, LAB_PROFILE, LAB_WHEELHOUSE, lab_pip_lock, lab_role_vars
-from vllm_fleet.lab.state import LabState
-from vllm_fleet.mirror.build import mirror_root
-from vllm_fleet.paths import project_root
-from vllm_fleet.role_vars import (
+from vllm_fleet.fleet.plan import ConvergeInput, FleetError
+from vllm_fleet.fleet.role_vars import (
     COMPUTED,
     HARDWARE_DEFAULTS,
     extravars,
@@ -30,6 +23,12 @@ from vllm_fleet.role_vars import (
     role_schema,
     role_var_problems,
 )
+from vllm_fleet.fleet.spec import plan_fleet
+from vllm_fleet.gpu_host.kernel_modules import architectures
+from vllm_fleet.lab.stack import LAB_HARDWARE, LAB_PROFILE, LAB_WHEELHOUSE, lab_pip_lock, lab_role_vars
+from vllm_fleet.lab.state import LabState
+from vllm_fleet.mirror.build import mirror_root
+from vllm_fleet.project.paths import project_root
 
 ROOT = project_root()
 ROLES = ROOT / "roles"
@@ -58,8 +57,7 @@ def effective_vars(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
     plan = plan_fleet(fleet)
     out = {}
     for node in plan.nodes:
-        spec = {**dataclasses.asdict(node), "role_vars": plan.role_vars}  # as fleet.role_vars_problems builds it
-        out[node.name] = extravars(spec)
+        out[node.name] = extravars(ConvergeInput.of(node, plan.role_vars))  # as the validator and the program do
     return out
 
 
@@ -130,14 +128,16 @@ def test_inventories_may_set_what_a_stack_computes() -> None:
 
 
 def test_computed_list_covers_converge_extravars() -> None:
-    node = {
-        "host": {"hardware": "rtx4090"},
-        "profile": "p",
-        "vllm_version": "0.32.0",
-        "vllm_config": {},
-        "config_hash": "h",
-        "profile_data": {},
-    }
+    node = ConvergeInput(
+        host={"hardware": "rtx4090"},
+        profile="p",
+        profile_data={},
+        vllm_version="0.32.0",
+        vllm_config={},
+        config_hash="h",
+        role_vars={},
+        system_digest="d",
+    )
     computed = set(extravars(node))
     assert computed <= set(COMPUTED) | set(HARDWARE_DEFAULTS), computed - set(COMPUTED) - set(HARDWARE_DEFAULTS)
     # The hardware-derived ones stay overridable (the lab does): they are declared options.
@@ -262,9 +262,9 @@ def test_preflight_vars_agree_with_argument_specs() -> None:
     schema, pvars = role_schema(), preflight_vars()
     for name in pvars["_preflight_booleans"]:
         assert schema.options[name].type == "bool", name
-    for name, allowed in pvars["_preflight_choices"].items():
-        assert schema.options[name].choices == tuple(allowed), name
-    # problems.j2 takes the architectures from the flavour table (filter plugin): the role's choices are the same.
+    for name in pvars["_preflight_choices"]:
+        assert schema.options[name].choices, name
+    # The architectures are the flavour table's: the role's choices are the same.
     assert schema.options["nvidia_driver_gpu_architecture"].choices == tuple(architectures())
     for name, _pattern, _example in pvars["_preflight_formats"]:
         assert schema.options[name].type == "str", name
@@ -364,10 +364,10 @@ def test_every_variable_the_roles_and_playbooks_read_is_declared() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# required_problems, and parity with problems.j2
+# required_problems, and the preflight role's own check
 
 
-def test_required_problems_of_an_empty_host_are_problems_j2_lines() -> None:
+def test_required_problems_of_an_empty_host_are_the_preflight_lines() -> None:
     assert lines(required_problems({}, prefix="")) == [
         "nvidia_driver_version: missing; set the exact driver version, e.g. 580.95.05",
         "nvidia_driver_gpu_architecture: missing; set maxwell, pascal, volta, turing, ampere, ada, hopper or blackwell",
@@ -441,17 +441,22 @@ def _ansible_plugins() -> None:
     filter_loader.add_directory(str(ROOT / "plugins" / "filter"))  # ansible.cfg's filter_plugins
 
 
-def _problems_j2(host_vars: dict[str, Any]) -> list[str]:
-    """The lines the preflight role's own template writes for a host with these variables (Ansible's templar)."""
+def _preflight_role(host_vars: dict[str, Any]) -> list[str]:
+    """The lines the preflight role's own task collects for a host with these variables: its expressions, as
+    written in tasks/main.yml, through Ansible's templar with the project's filter plugins."""
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
     _ansible_plugins()
+    task = yaml.safe_load((PREFLIGHT / "tasks" / "main.yml").read_text())[0]
     variables = {**yaml.safe_load((PREFLIGHT / "defaults" / "main.yml").read_text()), **preflight_vars(), **host_vars}
-    text = Templar(loader=DataLoader(), variables=variables).template(
-        trust_as_template((PREFLIGHT / "templates" / "problems.j2").read_text())
-    )
-    return sorted(line.strip() for line in str(text or "").splitlines() if line.strip())
+    templar = Templar(loader=DataLoader(), variables=variables)
+    names = templar.template(trust_as_template(task["vars"]["_preflight_names"]))
+    assert set(names) <= set(variables), names  # only defined variables are read
+    templar = Templar(loader=DataLoader(), variables={**variables, "_preflight_names": names})
+    found = templar.template(trust_as_template(task["ansible.builtin.set_fact"]["_preflight_problems"]))
+    assert isinstance(found, list), found
+    return sorted(str(line) for line in found)
 
 
 PARITY_CASES = [
@@ -498,11 +503,13 @@ PARITY_CASES = [
 
 
 @pytest.mark.parametrize("host_vars", PARITY_CASES)
-def test_same_words_as_problems_j2(host_vars: dict[str, Any]) -> None:
-    """What `pulumi preview` says (both checks, no prefix) is what the preflight play says, line for line."""
+def test_the_preflight_role_says_what_the_validator_says(host_vars: dict[str, Any]) -> None:
+    """What `pulumi preview` says (both checks, no prefix) is what the preflight play says, line for line: the role
+    runs the same Python (plugins/filter/preflight.py), fed the variables it reads."""
     own = {k: v for k, v in host_vars.items() if k not in COMPUTED}  # the computed ones are vllm-fleet's
     ours = lines(role_var_problems(own, prefix="")) + lines(required_problems(host_vars, prefix=""))
-    assert sorted(ours) == _problems_j2(host_vars)
+    assert ours  # every case has something to say
+    assert sorted(ours) == _preflight_role(host_vars)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -577,7 +584,7 @@ def test_example_stack_would_pass_preflight() -> None:
     for host, variables in hosts.items():
         assert variables["nvidia_driver_gpu_architecture"] == "ada", host
         assert required_problems(variables) == [], host
-        assert _problems_j2(variables) == [], host
+        assert _preflight_role(variables) == [], host
     # Without the two pins the example had before, preflight refuses every host.
     # Without the two pins the example had before, preflight refuses every host -- and so does the stack's own
     # validation (pulumi preview, vllm-fleet validate), before any host is touched.

@@ -22,7 +22,7 @@ from pulumi.automation import (
 )
 from rich.console import Console
 
-from vllm_fleet.paths import project_root
+from vllm_fleet.project.paths import project_root
 from vllm_fleet.pulumi.names import RolloutPlan, node_step_name, pause_name, split_node_step
 from vllm_fleet.rollout.live import RolloutWatch
 from vllm_fleet.rollout.progress import ROLLED_BACK_MARKER, Progress, change_lines, render

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from vllm_fleet.cli import app
+from vllm_fleet.cli.commands import app
 from vllm_fleet.rollout.router import (
     CommandRouter,
     HAProxyRouter,

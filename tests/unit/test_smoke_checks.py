@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.audit_samples import SCRAPED
-from vllm_fleet.cli import app
-from vllm_fleet.fleet import merge_overrides
-from vllm_fleet.planner import plan
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.smoke_checks import check_metrics, histogram_quantile, parse_scrape
+from vllm_fleet.cli.commands import app
+from vllm_fleet.fleet.spec import merge_overrides
+from vllm_fleet.probes.smoke_checks import check_metrics, histogram_quantile, parse_scrape
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.planner import plan
 
 runner = CliRunner()
 

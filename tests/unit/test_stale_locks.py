@@ -8,7 +8,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from vllm_fleet.deploy import stale_locks
+from vllm_fleet.deploy.engine import stale_locks
 
 
 def test_only_locks_of_dead_local_processes_are_stale(tmp_path: Path) -> None:

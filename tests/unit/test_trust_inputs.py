@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from vllm_fleet.catalog._data import read_yaml
-from vllm_fleet.fleet import plan_fleet
-from vllm_fleet.fleet_plan import FleetError
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.profile_loader import ProfileError, parse_profile, read_profile_file
-from vllm_fleet.user_yaml import MAX_BYTES, InputFileError, parse_user_yaml
-from vllm_fleet.vllm.render import config_yaml, render
+from vllm_fleet.fleet.plan import FleetError
+from vllm_fleet.fleet.spec import plan_fleet
+from vllm_fleet.profiles.loader import ProfileError, parse_profile, read_profile_file
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.render import config_yaml, render
+from vllm_fleet.trust.user_yaml import MAX_BYTES, InputFileError, parse_user_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 JINJA = "{{ lookup('pipe','id -un') }}-X"

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from vllm_fleet.cli import app
-from vllm_fleet.up_report import lab_api_key_file, print_up_report, program, smoke_line
+from vllm_fleet.cli.commands import app
+from vllm_fleet.cli.up_report import lab_api_key_file, print_up_report, program, smoke_line
 
 NODES = [
     {"host": "lab-1", "endpoint": "http://172.31.254.11:8000", "hardware": "cpu-lab", "profile": "cpu-lab",

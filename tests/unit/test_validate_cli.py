@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from vllm_fleet.cli import app
-from vllm_fleet.fleet import merge_overrides
+from vllm_fleet.cli.commands import app
+from vllm_fleet.fleet.spec import merge_overrides
 
 runner = CliRunner()
 BASE = "rtx4090-qwen2.5-7b-awq-fp8kv"

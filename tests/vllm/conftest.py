@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from vllm_fleet.profile import SECTIONS, DecodeProfile
-from vllm_fleet.profile_loader import load_profile
+from vllm_fleet.profiles.loader import load_profile
+from vllm_fleet.profiles.model import SECTIONS, DecodeProfile
 from vllm_fleet.vllm.check import find_vllm_python
 
 # No pytestmark here: pytest reads it only in test modules. Each module in this folder carries `vllm` itself, and

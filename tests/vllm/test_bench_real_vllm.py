@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.vllm.conftest import lab_profile
-from vllm_fleet.bench import sweep
-from vllm_fleet.cli import app
+from vllm_fleet.cli.bench import sweep
+from vllm_fleet.cli.commands import app
 from vllm_fleet.lab.local_vllm import serve, tiny_model_dir, vllm_python
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.smoke import served_name
+from vllm_fleet.probes.smoke import served_name
+from vllm_fleet.profiles.model import DecodeProfile
 from vllm_fleet.vllm.bench_serve import vllm_bench_serve
 
 pytestmark = pytest.mark.vllm

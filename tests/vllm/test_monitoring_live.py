@@ -33,8 +33,8 @@ from vllm_fleet.lab.local_vllm import free_port
 from vllm_fleet.monitoring import MonitoredNode, scopes_of, write_monitoring
 from vllm_fleet.monitoring import series as mseries
 from vllm_fleet.monitoring.alerts import CONFIG_DRIFT, SPEC_ACCEPTANCE
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.vllm.render import config_yaml, render
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.render import config_yaml, render
 
 PROMETHEUS = shutil.which("prometheus") or (
     "/usr/bin/prometheus" if os.access("/usr/bin/prometheus", os.X_OK) else None

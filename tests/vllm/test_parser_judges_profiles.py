@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_fleet.profile_loader import builtin_profiles
+from vllm_fleet.profiles.loader import builtin_profiles
+from vllm_fleet.profiles.migrate import split_command
+from vllm_fleet.profiles.render import config_yaml, render
 from vllm_fleet.vllm.check import CheckResult, check_many, find_vllm_python
-from vllm_fleet.vllm.migrate import split_command
-from vllm_fleet.vllm.render import config_yaml, render
 
 pytestmark = pytest.mark.vllm
 ARTICLE = Path(__file__).parents[1] / "data" / "article"

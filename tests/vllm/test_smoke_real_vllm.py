@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.vllm.conftest import lab_profile
-from vllm_fleet.cli import app
+from vllm_fleet.cli.commands import app
 from vllm_fleet.lab.local_vllm import free_port, serve
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.smoke import smoke
+from vllm_fleet.probes.smoke import smoke
+from vllm_fleet.profiles.model import DecodeProfile
 
 pytestmark = pytest.mark.vllm
 runner = CliRunner()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.vllm.conftest import lab_profile
+from vllm_fleet.cli.up_report import smoke_line
 from vllm_fleet.lab.local_vllm import serve
-from vllm_fleet.up_report import smoke_line
 
 pytestmark = pytest.mark.vllm
 

@@ -26,8 +26,8 @@ from vllm_fleet.audit.reconcile import Finding, judge
 from vllm_fleet.audit.report import HostInfo, exit_code, to_json, to_junit
 from vllm_fleet.audit.signature import SIGNATURE, SignatureError, Verdict, sign, verify
 from vllm_fleet.audit.waivers import load_waivers, parse_waivers, waiver_for
-from vllm_fleet.node_reads import DEFAULT_BOUNDS, ReadBounds
-from vllm_fleet.user_yaml import parse_user_yaml
+from vllm_fleet.trust.node_reads import DEFAULT_BOUNDS, ReadBounds
+from vllm_fleet.trust.user_yaml import parse_user_yaml
 
 
 @dataclass(frozen=True)

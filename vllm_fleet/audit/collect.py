@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_fleet.ansible import InventoryHost, check_hosts, known_hosts_line, ssh_args
 from vllm_fleet.audit.evidence import Desired, HostEvidence
-from vllm_fleet.node_reads import DEFAULT_BOUNDS, NodeReadError, ReadBounds, get, run_bounded, run_sync
-from vllm_fleet.node_reads import client as node_client
-from vllm_fleet.private_dir import PrivateDir
+from vllm_fleet.deploy.ansible import InventoryHost, check_hosts, known_hosts_line, ssh_args
+from vllm_fleet.deploy.private_dir import PrivateDir
+from vllm_fleet.trust.node_reads import DEFAULT_BOUNDS, NodeReadError, ReadBounds, get, run_bounded, run_sync
+from vllm_fleet.trust.node_reads import client as node_client
 
 MARK = "@@vllm-fleet-audit "
 ENDPOINTS = ("/version", "/v1/models", "/metrics")

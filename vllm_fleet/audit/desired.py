@@ -1,15 +1,15 @@
-"""What each host of a fleet should run, from the same plan the Pulumi program registers (vllm_fleet.fleet)."""
+"""What each host of a fleet should run, from the same plan the Pulumi program registers (vllm_fleet.fleet.spec)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from vllm_fleet.audit.collect import Target
 from vllm_fleet.audit.evidence import Desired
-from vllm_fleet.fleet_plan import FleetPlan, NodeSpec
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.vllm.render import config_text
+from vllm_fleet.fleet.plan import ConvergeInput, FleetPlan, NodeSpec
+from vllm_fleet.fleet.role_vars import extravars, role_default
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.render import config_text
 
 
 def _bool(value: Any) -> bool:
@@ -17,12 +17,11 @@ def _bool(value: Any) -> bool:
 
 
 def desired_for(node: NodeSpec, role_vars: dict[str, Any]) -> Desired:
-    """The node's desired state with the role variables the converge passes (role_vars.extravars)."""
-    from vllm_fleet.role_vars import extravars
-
-    v = extravars({**asdict(node), "role_vars": role_vars})
-    instance = str(v.get("vllm_service_instance", "main"))
-    config_dir = str(v.get("vllm_service_config_dir", "/etc/vllm"))
+    """The node's desired state with the role variables the converge passes (role_vars.extravars); where the
+    stack leaves a path to the role, the role's own default (its argument_specs)."""
+    v = extravars(ConvergeInput.of(node, role_vars))
+    instance = str(v.get("vllm_service_instance", role_default("vllm_service_instance")))
+    config_dir = str(v.get("vllm_service_config_dir", role_default("vllm_service_config_dir")))
     driver = _bool(v.get("vllm_fleet_nvidia_driver", True))
     cuda = _bool(v.get("vllm_fleet_cuda_toolkit", True))
     return Desired(
@@ -36,7 +35,7 @@ def desired_for(node: NodeSpec, role_vars: dict[str, Any]) -> Desired:
         unit=f"vllm-{instance}.service",
         unit_lkg_path=f"{config_dir}/{instance}.service.lkg",
         journal_path=f"/var/lib/vllm-fleet/{instance}.rollout.json",
-        venv=str(v.get("vllm_service_venv") or v.get("vllm_venv") or "/opt/vllm"),
+        venv=str(v.get("vllm_service_venv") or v.get("vllm_venv") or role_default("vllm_venv")),
         port=DecodeProfile.model_validate(node.profile_data).frontend.port,
         driver_version=str(v["nvidia_driver_version"]) if driver and v.get("nvidia_driver_version") else None,
         cuda_version=str(v["cuda_toolkit_version"]) if cuda and v.get("cuda_toolkit_version") else None,
@@ -55,10 +54,10 @@ def inventory_targets(sources: list[str], pattern: str = "vllm_nodes") -> list[T
 
     A host needs ``vllm_fleet_profile`` and ``vllm_fleet_host_key`` (its pinned SSH key: the audit, like every
     vllm-fleet SSH connection, trusts no key it was not given). Raises FleetError naming each problem."""
-    from vllm_fleet.fleet import HostSpec, node_spec, resolve_host
-    from vllm_fleet.fleet_files import ansible_inventory, check_inventory, group_hosts
-    from vllm_fleet.fleet_plan import FleetError
-    from vllm_fleet.profile_loader import Problem, ProfileError, load_profile
+    from vllm_fleet.fleet.files import ansible_inventory, check_inventory, group_hosts
+    from vllm_fleet.fleet.plan import FleetError
+    from vllm_fleet.fleet.spec import HostSpec, node_spec, resolve_host
+    from vllm_fleet.profiles.loader import Problem, ProfileError, load_profile
 
     problems = check_inventory(sources, pattern)
     inv = ansible_inventory(sources)

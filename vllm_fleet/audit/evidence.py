@@ -250,7 +250,7 @@ def _schema_error(rel: str, err: ValidationError) -> BundleError:
 
 
 def _desired(rel: str, raw: bytes, host: str) -> Desired:
-    from vllm_fleet.profile import DecodeProfile
+    from vllm_fleet.profiles.model import DecodeProfile
     from vllm_fleet.vllm.flags import resolve_version
 
     try:

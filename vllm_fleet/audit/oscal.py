@@ -38,8 +38,8 @@ from vllm_fleet.audit.errors import AuditFileError
 from vllm_fleet.audit.reconcile import CHECKS, Finding
 from vllm_fleet.audit.report import HostInfo, summary
 from vllm_fleet.catalog._data import parse_yaml
-from vllm_fleet.user_yaml import read_user_yaml
-from vllm_fleet.values import plain_text
+from vllm_fleet.trust.user_yaml import read_user_yaml
+from vllm_fleet.trust.values import plain_text
 
 NAMESPACE = uuid.UUID("6f0c3e52-9a41-5d7e-8c1b-2a7d4e9f0b13")
 """uuid5 namespace of every UUID the audit writes (fixed: changing it changes every document)."""

@@ -21,8 +21,8 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_fleet.audit import apt_pins
 from vllm_fleet.audit.evidence import Desired, HostEvidence, b64_file
-from vllm_fleet.smoke_checks import ScrapeError, parse_scrape
-from vllm_fleet.user_yaml import InputFileError, parse_user_yaml
+from vllm_fleet.probes.smoke_checks import ScrapeError, parse_scrape
+from vllm_fleet.trust.user_yaml import InputFileError, parse_user_yaml
 from vllm_fleet.vllm import flags, metrics_table
 
 Severity = Literal["critical", "high", "medium", "low", "info"]
@@ -482,17 +482,17 @@ def _judge_running_config(j: _Judge, active: bool, stale: bool, on_disk: str | N
 
 
 def _live_cache_expectations(d: Desired) -> dict[str, str]:
-    from vllm_fleet.profile import DecodeProfile
-    from vllm_fleet.smoke_checks import cache_config_expectations
+    from vllm_fleet.probes.smoke_checks import cache_config_expectations
+    from vllm_fleet.profiles.model import DecodeProfile
 
     return cache_config_expectations(DecodeProfile.model_validate(d.profile_data), None)
 
 
 def _judge_plan_kv(j: _Judge, labels: dict[str, str], files: tuple[str, ...]) -> None:
     """Every audit calibrates the planner: the node's real KV capacity against the plan of its profile."""
-    from vllm_fleet.planner import plan
-    from vllm_fleet.profile import DecodeProfile
-    from vllm_fleet.smoke_checks import kv_capacity_check
+    from vllm_fleet.probes.smoke_checks import kv_capacity_check
+    from vllm_fleet.profiles.model import DecodeProfile
+    from vllm_fleet.profiles.planner import plan
 
     try:
         result = plan(DecodeProfile.model_validate(j.d.profile_data))
@@ -560,7 +560,7 @@ def _judge_live(j: _Judge, active: bool) -> None:
         else:
             note = f" ({', '.join(unseen)} not exposed: not verifiable)" if unseen else ""
             j.add("VF-LIVE-CACHE", "passed", expected, f"labels match{note}", "live metrics", files)
-    from vllm_fleet.profile import DecodeProfile
+    from vllm_fleet.profiles.model import DecodeProfile
 
     profile = DecodeProfile.model_validate(d.profile_data)
     pre = metrics_table.family_for(d.vllm_version, "preemptions")

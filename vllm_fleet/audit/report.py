@@ -17,10 +17,10 @@ from xml.etree import ElementTree as ET
 
 from rich.console import Console
 
-from vllm_fleet import tables
 from vllm_fleet.audit.evidence import Desired, HostEvidence
 from vllm_fleet.audit.reconcile import CHECKS, Check, Finding
-from vllm_fleet.node_text import printable, xml_safe_tree
+from vllm_fleet.project import tables
+from vllm_fleet.trust.node_text import printable, xml_safe_tree
 
 COMPLIANT, DRIFT, INCOMPLETE = 0, 1, 2
 

@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from vllm_fleet.audit.errors import AuditFileError
 from vllm_fleet.audit.reconcile import CHECKS
-from vllm_fleet.user_yaml import read_user_yaml
-from vllm_fleet.values import plain_text
+from vllm_fleet.trust.user_yaml import read_user_yaml
+from vllm_fleet.trust.values import plain_text
 
 
 class Waiver(BaseModel):

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_fleet import paths
+from vllm_fleet.project import paths
 
 LAB_PREFIXLEN = 24
 FIRST_HOST_OCTET = 11

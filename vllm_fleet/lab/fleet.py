@@ -12,18 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_fleet.deploy import clear_stale_locks, configure, ensure_engine, stack, up
-from vllm_fleet.fleet import plan_fleet
-from vllm_fleet.fleet_plan import FleetPlan
+from vllm_fleet.deploy.engine import clear_stale_locks, configure, ensure_engine, stack, up
+from vllm_fleet.fleet.plan import FleetPlan
+from vllm_fleet.fleet.spec import plan_fleet
 from vllm_fleet.lab.config import lab_api_key_path
 from vllm_fleet.lab.hosts import Log
 from vllm_fleet.lab.prometheus import prometheus_up
 from vllm_fleet.lab.site import site_up
 from vllm_fleet.lab.stack import LAB_PROFILE, lab_fleet
 from vllm_fleet.lab.system import LabError
-from vllm_fleet.paths import project_root
-from vllm_fleet.profile_loader import builtin_profile_names
-from vllm_fleet.user_yaml import read_user_yaml
+from vllm_fleet.profiles.loader import builtin_profile_names
+from vllm_fleet.project.paths import project_root
+from vllm_fleet.trust.user_yaml import read_user_yaml
 
 
 def lab_api_key() -> str:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import httpx
 
-from vllm_fleet.paths import cache_dir, project_root
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.render import render
+from vllm_fleet.project.paths import cache_dir, project_root
 from vllm_fleet.vllm.check import find_vllm_python
-from vllm_fleet.vllm.render import render
 
 TINY_MODEL = "tiny-llama-lab"
 

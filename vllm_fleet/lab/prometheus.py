@@ -24,8 +24,8 @@ from pathlib import Path
 
 import httpx
 
-from vllm_fleet.ansible import data_yaml, run_local_playbook
-from vllm_fleet.fleet_plan import FleetPlan
+from vllm_fleet.deploy.ansible import data_yaml, run_local_playbook
+from vllm_fleet.fleet.plan import FleetPlan
 from vllm_fleet.lab import config
 from vllm_fleet.lab.state import LabState
 from vllm_fleet.lab.system import LabError

@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_fleet.digest import json_digest
 from vllm_fleet.mirror import MirrorError
 from vllm_fleet.mirror._util import file_lock, remove_tree, replace_dir, write_text_atomic
 from vllm_fleet.mirror.apt_repo import (
@@ -44,7 +43,8 @@ from vllm_fleet.mirror.wheelhouse import (
     input_fingerprint,
     write_wheel_tree,
 )
-from vllm_fleet.paths import cache_dir
+from vllm_fleet.project.digest import json_digest
+from vllm_fleet.project.paths import cache_dir
 
 # Bump when the layout or the recipe changes, to force a rebuild of both parts.
 RECIPE_VERSION = 1

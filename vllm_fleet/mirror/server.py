@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 
 from vllm_fleet.mirror import MirrorError
-from vllm_fleet.paths import cache_dir, project_root
+from vllm_fleet.project.paths import cache_dir, project_root
 
 STATE_FILE = "server.json"
 LOG_FILE = "server.log"

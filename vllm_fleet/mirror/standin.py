@@ -24,10 +24,10 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from vllm_fleet.digest import tree_files, update_with_files
 from vllm_fleet.mirror import MirrorError
 from vllm_fleet.mirror._util import ensure_commands, run
-from vllm_fleet.paths import project_root
+from vllm_fleet.project.digest import tree_files, update_with_files
+from vllm_fleet.project.paths import project_root
 
 # 2025-10-01T00:00:00Z: a fixed timestamp for every file and ar member (bump with the data).
 DEFAULT_SOURCE_DATE_EPOCH = 1759276800

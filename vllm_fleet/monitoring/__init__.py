@@ -8,7 +8,7 @@ edge: the output directory).
 
 from __future__ import annotations
 
-from vllm_fleet.fleet_plan import FleetPlan
+from vllm_fleet.fleet.plan import FleetPlan
 from vllm_fleet.monitoring.scopes import MonitoredNode, Scope, profile_scopes, scopes_of
 from vllm_fleet.monitoring.write import Written, write_monitoring
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from prometheus_client.utils import floatToGoString
 
 from vllm_fleet.monitoring.signals import BUCKET_FAMILY, ReleaseMetrics, Signal
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profiles.model import DecodeProfile
 from vllm_fleet.vllm import flags
 
 CUSTOM_BUCKETS_ARG = "custom_histogram_buckets"

@@ -9,8 +9,8 @@ expose (the table's label set of the family for that release) cannot be compared
 from __future__ import annotations
 
 from vllm_fleet.monitoring.signals import ReleaseMetrics
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.smoke_checks import cache_config_expectations
+from vllm_fleet.probes.smoke_checks import cache_config_expectations
+from vllm_fleet.profiles.model import DecodeProfile
 
 
 def desired_labels(profile: DecodeProfile, metrics: ReleaseMetrics) -> tuple[dict[str, str], list[str]]:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from vllm_fleet.monitoring import series
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profiles.model import DecodeProfile
 
 if TYPE_CHECKING:
     from vllm_fleet.audit.evidence import Desired
-    from vllm_fleet.fleet_plan import NodeSpec
+    from vllm_fleet.fleet.plan import NodeSpec
 
 
 @dataclass(frozen=True)

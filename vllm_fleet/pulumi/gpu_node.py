@@ -13,27 +13,52 @@ import json
 import shlex
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
+import yaml
 from pulumi_command.local import Command
 
-from vllm_fleet.digest import json_digest
-from vllm_fleet.fleet_plan import NodeSpec
+from vllm_fleet.fleet.plan import ConvergeInput, NodeSpec
+from vllm_fleet.project.digest import json_digest
+from vllm_fleet.project.paths import project_root
 from vllm_fleet.pulumi.names import GPU_NODE_TYPE, node_step_name, pause_name
 from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV
 
-PREFLIGHT = r"""set -eu
+
+def supported_platforms(roles: Path | None = None) -> list[str]:
+    """The platforms every node role supports, ``Debian-12``…: the os_vars role's ``os_vars_supported`` default,
+    the one list (the roles stop on any other host; the preflight refuses it before the converge)."""
+    defaults = (roles or project_root() / "roles") / "os_vars" / "defaults" / "main.yml"
+    return [str(p) for p in yaml.safe_load(defaults.read_text(encoding="utf-8"))["os_vars_supported"]]
+
+
+def _in_words(platforms: list[str]) -> str:
+    """``Debian 12, Ubuntu 22.04 and 24.04``: each distribution once, its versions joined."""
+    versions: dict[str, list[str]] = {}
+    for platform in platforms:
+        name, _, version = platform.partition("-")
+        versions.setdefault(name, []).append(version)
+    return ", ".join(
+        f"{name} {' and '.join([', '.join(v[:-1]), v[-1]] if len(v) > 1 else v)}" for name, v in versions.items()
+    )
+
+
+def preflight_script(platforms: list[str]) -> str:
+    """The script the preflight runs on the host (``sh -s``): what it is, its GPUs, and a supported OS."""
+    cases = "|".join(p.lower() for p in platforms)
+    return f"""set -eu
 . /etc/os-release
-echo "os=${ID}-${VERSION_ID}"
+echo "os=${{ID}}-${{VERSION_ID}}"
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu=/'
 else
   echo "gpu=none (no driver yet)"
 fi
-case "${ID}-${VERSION_ID}" in
-  debian-12|ubuntu-22.04|ubuntu-24.04) ;;
-  *) echo "unsupported OS ${ID}-${VERSION_ID}: vllm-fleet supports Debian 12, Ubuntu 22.04 and 24.04" >&2; exit 1;;
+case "${{ID}}-${{VERSION_ID}}" in
+  {cases}) ;;
+  *) echo "unsupported OS ${{ID}}-${{VERSION_ID}}: vllm-fleet supports {_in_words(platforms)}" >&2; exit 1;;
 esac
 """
 
@@ -83,7 +108,7 @@ class GpuNode(pulumi.ComponentResource):
         self.preflight = Command(
             node_step_name(name, "preflight"),
             create=check,
-            stdin=PREFLIGHT,
+            stdin=preflight_script(supported_platforms()),
             environment={"VLLM_FLEET_NODE": json.dumps({"host": {**reach, "host_key": node.host_key}}), **secrets},
             triggers=[node.address, node.ssh_port],
             opts=pulumi.ResourceOptions(parent=self),
@@ -99,21 +124,11 @@ class GpuNode(pulumi.ComponentResource):
                 args.role_vars,
             ]
         )
-        spec = {
-            "system_digest": system,
-            "host": node.host,
-            "profile": node.profile,
-            "profile_data": node.profile_data,
-            "vllm_version": node.vllm_version,
-            "vllm_config": node.vllm_config,
-            "config_hash": node.config_hash,
-            "role_vars": args.role_vars,
-        }
-        self.inputs_digest = json_digest([args.converge_digest, spec])
+        converge_input = ConvergeInput.of(node, args.role_vars, system_digest=system)
+        self.inputs_digest = json_digest([args.converge_digest, converge_input.as_dict()])
         """What a converge of this node depends on: it changes exactly when the converge runs again."""
         env: dict[str, pulumi.Input[str]] = {
-            # Not key-sorted: vllm_config's order is the config file's (its sha256 is config_hash).
-            "VLLM_FLEET_NODE": json.dumps(spec),
+            "VLLM_FLEET_NODE": converge_input.to_json(),
             **secrets,
             # In the inputs (not `triggers`): a trigger change REPLACES the command, which would run its
             # delete (the removal playbook) on a live node; an input change runs `update` = converge.

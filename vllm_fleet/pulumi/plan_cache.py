@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_fleet.digest import json_digest, tree_files, update_with_files
-from vllm_fleet.fleet_plan import FleetPlan
-from vllm_fleet.paths import cache_dir, templates_dir
+from vllm_fleet.fleet.plan import FleetPlan
+from vllm_fleet.project.digest import json_digest, tree_files, update_with_files
+from vllm_fleet.project.paths import cache_dir, templates_dir
 
 KEEP = 16
 """Entries kept (newest used first); older ones are pruned on store."""
@@ -65,7 +65,7 @@ def cached_plan(raw: Any, directory: Path | None = None) -> tuple[FleetPlan, boo
         return FleetPlan.from_json(text), True
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    from vllm_fleet.fleet import plan_fleet  # the core: pydantic, catalogs, planner, renderer
+    from vllm_fleet.fleet.spec import plan_fleet  # the core: pydantic, catalogs, planner, renderer
 
     result = plan_fleet(raw)
     try:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pulumi
 
-from vllm_fleet.digest import tree_files, update_with_files
-from vllm_fleet.fleet_plan import FleetError, NodeSpec
-from vllm_fleet.fleet_source import FILE, INLINE, in_file, stack_fleet
-from vllm_fleet.paths import project_root
+from vllm_fleet.fleet.plan import FleetError, NodeSpec
+from vllm_fleet.fleet.source import FILE, INLINE, in_file, stack_fleet
+from vllm_fleet.project.digest import tree_files, update_with_files
+from vllm_fleet.project.paths import project_root
 from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs, api_key_version, rollout_pause
 from vllm_fleet.pulumi.names import RolloutPlan
 from vllm_fleet.pulumi.plan_cache import cached_plan

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import httpx
 
-from vllm_fleet.node_reads import NodeReadError, get
+from vllm_fleet.trust.node_reads import NodeReadError, get
 
 PROBE_TIMEOUT_S = 2.0
 """One host's budget: a serving vLLM answers /health in milliseconds."""

@@ -5,7 +5,7 @@ vllm-fleet 0.3's commands were `vllm-fleet-command:local:Command` / `:remote:Com
 resources (`command:local:Command`) on the engine's default `command` provider. A type change is a new URN: left
 to the engine, every converge would be created anew and its predecessor *deleted* -- the removal playbook on a
 live node. Instead ``migrate_deployment`` rewrites the exported state, which `vllm-fleet up` imports before it
-runs the engine (vllm_fleet/deploy.py):
+runs the engine (vllm_fleet/deploy/engine.py):
 
 - each local command keeps its id, outputs and dependencies under the new type and URN, on the default
   provider; its inputs become what the program now registers: ``secret_environment`` (names of the provider's

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vllm_fleet.ansible import HOST_NAME
+from vllm_fleet.deploy.ansible import HOST_NAME
 
 PHASE_DIR_ENV = "VLLM_FLEET_PHASE_DIR"
 

@@ -2,9 +2,9 @@
 
 ``vllm-fleet validate`` and the playbooks' controller-side check (``playbooks/tasks/check-inventory.yml``) both
 call ``check_inventory``, and ``pulumi preview`` and ``vllm-fleet validate Pulumi.<stack>.yaml`` both go through
-``vllm_fleet.fleet.plan_fleet``: one code path, the same messages, before any host is touched.
+``vllm_fleet.fleet.spec.plan_fleet``: one code path, the same messages, before any host is touched.
 
-    python -m vllm_fleet.fleet_files INVENTORY… [--hosts PATTERN]     (exit 1 and one problem per line)
+    python -m vllm_fleet.fleet.files INVENTORY… [--hosts PATTERN]     (exit 1 and one problem per line)
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_fleet.fleet_plan import FleetError
-from vllm_fleet.fleet_source import NAMESPACE as STACK_NAMESPACE
-from vllm_fleet.profile_loader import Problem, ProfileError, load_profile
-from vllm_fleet.user_yaml import InputFileError, read_user_yaml
+from vllm_fleet.fleet.plan import FleetError
+from vllm_fleet.fleet.source import NAMESPACE as STACK_NAMESPACE
+from vllm_fleet.profiles.loader import Problem, ProfileError, load_profile
+from vllm_fleet.trust.user_yaml import InputFileError, read_user_yaml
 
 STACK_KEYS = {
     "fleet": "the fleet: hosts, rollout, role_vars",
@@ -51,8 +51,8 @@ def file_kind(path: Path, data: Any) -> str:
 def check_stack_config(data: dict[str, Any], project: Path) -> list[Problem]:
     """Every problem of a ``Pulumi.<stack>.yaml`` in ``project``: its ``vllm-fleet:*`` keys, secrets in clear, the
     fleet (inline or the fleet file it names)."""
-    from vllm_fleet.fleet import plan_fleet
-    from vllm_fleet.fleet_source import in_file, stack_fleet
+    from vllm_fleet.fleet.source import in_file, stack_fleet
+    from vllm_fleet.fleet.spec import plan_fleet
 
     problems: list[Problem] = []
     config: dict[str, Any] = data["config"]
@@ -120,9 +120,9 @@ def _is_template(value: Any) -> bool:
 
 def check_host_vars(name: str, hostvars: dict[str, Any]) -> list[Problem]:
     """One inventory host: connection, profile and our role variables, as data."""
-    from vllm_fleet.role_vars import role_var_problems
-    from vllm_fleet.validate import check_profile
-    from vllm_fleet.values import posix_user, ssh_address
+    from vllm_fleet.fleet.role_vars import role_var_problems
+    from vllm_fleet.profiles.validate import check_profile
+    from vllm_fleet.trust.values import posix_user, ssh_address
 
     problems: list[Problem] = []
     for var, check in (("ansible_host", ssh_address), ("ansible_user", posix_user)):

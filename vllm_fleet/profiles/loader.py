@@ -11,9 +11,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from vllm_fleet.catalog._data import list_dir, read_yaml
-from vllm_fleet.profile import DecodeProfile, ProfileLayoutWarning, lift_flat_layout, section_of
-from vllm_fleet.user_yaml import InputFileError, read_user_yaml
-from vllm_fleet.values import SECRET_NAMES, engine_arg_name
+from vllm_fleet.profiles.model import DecodeProfile, ProfileLayoutWarning, lift_flat_layout, section_of
+from vllm_fleet.trust.user_yaml import InputFileError, read_user_yaml
+from vllm_fleet.trust.values import SECRET_NAMES, engine_arg_name
 from vllm_fleet.vllm import flags, replacements
 
 

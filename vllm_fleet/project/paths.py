@@ -9,7 +9,7 @@ from pathlib import Path
 
 def project_root() -> Path:
     """The checkout (vllm-fleet is used from a checkout: roles, templates and stacks live beside the package)."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]  # vllm_fleet/project/paths.py
 
 
 def templates_dir() -> Path:

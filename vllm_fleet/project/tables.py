@@ -27,7 +27,7 @@ from rich.padding import Padding
 from rich.table import Column, Table
 from rich.text import Text
 
-from vllm_fleet.node_text import printable
+from vllm_fleet.trust.node_text import printable
 
 UNBOUNDED = 100_000
 """The width a table is measured at for its natural size."""

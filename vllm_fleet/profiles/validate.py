@@ -5,10 +5,10 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from vllm_fleet.planner import Finding, plan
-from vllm_fleet.profile import SECTIONS, DecodeProfile, ProfileLayoutWarning
-from vllm_fleet.profile_loader import Problem, ProfileError, read_profile_file
-from vllm_fleet.vllm.render import render
+from vllm_fleet.profiles.loader import Problem, ProfileError, read_profile_file
+from vllm_fleet.profiles.model import SECTIONS, DecodeProfile, ProfileLayoutWarning
+from vllm_fleet.profiles.planner import Finding, plan
+from vllm_fleet.profiles.render import render
 
 LAYOUT = (
     "profiles are sectioned like vLLM's config (ModelConfig, CacheConfig, ...), a section's fields named as "

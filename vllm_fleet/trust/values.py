@@ -13,7 +13,7 @@ import binascii
 import ipaddress
 import re
 
-from vllm_fleet.systemd_values import control_character
+from vllm_fleet.trust.systemd_values import control_character
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 _SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")

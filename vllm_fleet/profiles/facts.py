@@ -1,7 +1,7 @@
 """The facts the roles read from a host's decode profile, rendered on the controller: ``vllm_config`` (dashed flag →
 value), ``vllm_profile_name``, ``vllm_version`` and ``vllm_fleet_profile_data``.
 
-``python -m vllm_fleet.profile_facts PROFILE [VERSION]`` (playbooks/tasks/render-profile.yml, for plain-Ansible
+``python -m vllm_fleet.profiles.facts PROFILE [VERSION]`` (playbooks/tasks/render-profile.yml, for plain-Ansible
 users) prints them as JSON, or exits non-zero with one line per problem: the same loader, planner and renderer as
 ``vllm-fleet render`` and ``validate``, so a profile that cannot fit never reaches a host.
 """
@@ -12,9 +12,9 @@ import json
 import sys
 from typing import Any
 
-from vllm_fleet.profile_loader import ProfileError, load_profile
-from vllm_fleet.validate import check_profile
-from vllm_fleet.vllm.render import render
+from vllm_fleet.profiles.loader import ProfileError, load_profile
+from vllm_fleet.profiles.render import render
+from vllm_fleet.profiles.validate import check_profile
 
 
 def profile_facts(profile_ref: str, vllm_version: str | None = None) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def profile_facts(profile_ref: str, vllm_version: str | None = None) -> dict[str
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not 1 <= len(args) <= 2:
-        sys.stderr.write("usage: python -m vllm_fleet.profile_facts PROFILE [VLLM_VERSION]\n")
+        sys.stderr.write("usage: python -m vllm_fleet.profiles.facts PROFILE [VLLM_VERSION]\n")
         return 2
     try:
         facts = profile_facts(args[0], args[1] if len(args) > 1 else None)

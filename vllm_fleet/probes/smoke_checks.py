@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from vllm_fleet.planner import Plan
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.planner import Plan
 from vllm_fleet.vllm import memory_model, metrics_table
 
 Status = Literal["pass", "fail", "skip", "warn"]

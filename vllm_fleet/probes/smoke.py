@@ -7,11 +7,20 @@ import time
 from dataclasses import dataclass, field, replace
 from xml.etree import ElementTree as ET
 
-from vllm_fleet.node_reads import DEFAULT_BOUNDS, Answer, NodeReadError, ReadBounds, check_url, get, get_one, run_sync
-from vllm_fleet.node_reads import client as node_client
-from vllm_fleet.planner import Plan, plan
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.smoke_checks import Check, Scrape, check_metrics, parse_scrape
+from vllm_fleet.probes.smoke_checks import Check, Scrape, check_metrics, parse_scrape
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.planner import Plan, plan
+from vllm_fleet.trust.node_reads import (
+    DEFAULT_BOUNDS,
+    Answer,
+    NodeReadError,
+    ReadBounds,
+    check_url,
+    get,
+    get_one,
+    run_sync,
+)
+from vllm_fleet.trust.node_reads import client as node_client
 
 PASS, FAIL, CANNOT_CHECK = 0, 1, 2
 PROBE_S = 120.0
@@ -67,7 +76,7 @@ class SmokeResult:
                 ET.SubElement(case, "skipped", message=c.detail)
             else:
                 ET.SubElement(case, "system-out").text = c.detail
-        from vllm_fleet.node_text import xml_safe_tree  # the url, reason and details hold what a node sent
+        from vllm_fleet.trust.node_text import xml_safe_tree  # the url, reason and details hold what a node sent
 
         return ET.tostring(xml_safe_tree(suite), encoding="unicode", xml_declaration=True)
 

@@ -16,9 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from vllm_fleet.catalog import ModelArch, hardware_catalog, model_catalog
-from vllm_fleet.planner import GIB, Plan, plan
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.user_yaml import parse_user_yaml
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.planner import GIB, Plan, plan
+from vllm_fleet.trust.user_yaml import parse_user_yaml
 from vllm_fleet.vllm import flags, memory_model
 
 MEDIAN_TOLERANCE = 0.02

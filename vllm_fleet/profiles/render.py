@@ -15,9 +15,9 @@ from typing import Any
 
 import jinja2
 
-from vllm_fleet.paths import templates_dir
-from vllm_fleet.profile import SECTIONS, DecodeProfile, SpeculativeConfig, section_of
-from vllm_fleet.profile_loader import Problem, ProfileError
+from vllm_fleet.profiles.loader import Problem, ProfileError
+from vllm_fleet.profiles.model import SECTIONS, DecodeProfile, SpeculativeConfig, section_of
+from vllm_fleet.project.paths import templates_dir
 from vllm_fleet.vllm import config_semantics, flags, replacements
 
 ARGV_ORDER = (

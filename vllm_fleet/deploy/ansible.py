@@ -1,4 +1,4 @@
-"""The one place that runs Ansible: playbooks through ansible-runner, in a private dir (vllm_fleet.private_dir),
+"""The one place that runs Ansible: playbooks through ansible-runner, in a private dir (vllm_fleet.deploy.private_dir),
 and ``run_local_playbook`` for a play on the controller itself (the lab's Prometheus).
 
 What reaches Ansible from a profile, a stack config or an inventory is DATA: the inventory and the extra vars
@@ -27,10 +27,10 @@ from typing import Any
 
 import yaml
 
-from vllm_fleet.paths import project_root
-from vllm_fleet.private_dir import PrivateDir
-from vllm_fleet.values import host_key as check_host_key
-from vllm_fleet.values import posix_user, ssh_address
+from vllm_fleet.deploy.private_dir import PrivateDir
+from vllm_fleet.project.paths import project_root
+from vllm_fleet.trust.values import host_key as check_host_key
+from vllm_fleet.trust.values import posix_user, ssh_address
 
 API_KEY_ENV = "VLLM_FLEET_API_KEY"
 """ansible-playbook's environment variable holding the API key (never a file, never a command line)."""

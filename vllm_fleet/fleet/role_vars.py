@@ -2,15 +2,17 @@
 
 The schema is not kept here: it is read (once) from the roles — every option of every entry point of every role
 (preflight's ``playbooks`` entry point declares what the playbooks themselves read), with its type, ``choices``,
-``elements`` and ``required`` — plus preflight's ``vars/main.yml`` (removed variables, version formats) and
-``templates/problems.j2``'s rules, so ``pulumi preview`` refuses what the preflight play would refuse, in the same
-words.
+``elements`` and ``required`` — plus preflight's ``vars/main.yml`` (removed variables, the variables it checks,
+version formats). The rules are here, in one language: ``pulumi preview`` and ``vllm-fleet validate`` call them,
+and so does the preflight role on each host's final variables (:func:`preflight_problems`, through the filter in
+``plugins/filter/preflight.py``), so both refuse the same values in the same words.
 
 * :func:`role_var_problems` — each role variable on its own: unknown or misspelt (with the closest real name),
   removed (with the release and what to use instead), one vllm-fleet computes from the host's profile, a
   wrong type (a quoted ``"false"``), a value outside ``choices``, a version that is not exact.
 * :func:`required_problems` — a host's effective variables as a whole: what preflight requires (the driver's and
   the toolkit's pins) and its cross-variable rules.
+* :func:`preflight_problems` — the preflight role's check: both of the above on the variables it reads.
 
 Values are never echoed beyond ~40 characters, and never for options whose name looks like a secret.
 """
@@ -29,10 +31,11 @@ from typing import Any
 import yaml
 
 from vllm_fleet.catalog import load_hardware
+from vllm_fleet.fleet.plan import ConvergeInput
 from vllm_fleet.gpu_host.kernel_modules import architectures, choose_flavour
-from vllm_fleet.paths import project_root
-from vllm_fleet.profile_loader import Problem
-from vllm_fleet.values import SECRET_NAMES
+from vllm_fleet.profiles.loader import Problem
+from vllm_fleet.project.paths import project_root
+from vllm_fleet.trust.values import SECRET_NAMES
 
 TYPES = ("str", "bool", "int", "float", "list", "dict", "path", "raw")
 """The argument_specs types the schema knows; any other type is checked as ``raw`` (not at all)."""
@@ -54,6 +57,10 @@ COMPUTED: Mapping[str, str] = {
         _FROM_PROFILE,
     ),
     "vllm_fleet_hardware": "set by vllm-fleet from the host's hardware; change the host's hardware instead",
+    "vllm_fleet_system_digest": (
+        "set by vllm-fleet from the roles and the host's inputs (a host that matches it only rolls the server); "
+        "set vllm_fleet_full_converge: true to run every role instead"
+    ),
     "vllm_service_api_key": (
         "set by vllm-fleet from the stack's apiKey secret (role_vars are not secret); "
         "use `pulumi config set --secret apiKey` instead"
@@ -71,8 +78,8 @@ HARDWARE_DEFAULTS = (
 )
 """Variables ``extravars`` derives from the host's hardware that role_vars MAY override (the lab does)."""
 
-# problems.j2's rules for the variables a decode profile provides (not expressible in argument_specs): the
-# component, the variable reported, the variables any one of which satisfies it, and problems.j2's message.
+# The rules for the variables a decode profile provides (not expressible in argument_specs): the component, the
+# variable reported, the variables any one of which satisfies it, and the message.
 _PROFILE_PROVIDED: Mapping[str, tuple[str, tuple[str, ...], str]] = {
     "vllm": (
         "vllm_version",
@@ -85,6 +92,19 @@ _PROFILE_PROVIDED: Mapping[str, tuple[str, tuple[str, ...], str]] = {
         "missing; name a built-in decode profile or a profile file (or pass a rendered vllm_config)",
     ),
 }
+
+_CROSS_READS = (
+    "preflight_components",
+    "nvidia_driver_branch",
+    "nvidia_driver_version",
+    "nvidia_driver_gpu_architecture",
+    "nvidia_driver_kernel_modules",
+    "vllm_package",
+    "vllm_pip_steps",
+    "vllm_pip_lock_url",
+    "vllm_pip_lock_sha256",
+)
+"""The variables :func:`required_problems`'s cross-variable rules read (beyond the required ones and the gates)."""
 
 _TEMPLATE = re.compile(r"{{|{%")
 _TRUE_WORDS = ("yes", "on", "1", "true")
@@ -128,6 +148,8 @@ class RoleSchema:
     """Every declaration of each option (a name may be an option of several entry points)."""
     removed: Mapping[str, RemovedVariable]
     formats: Mapping[str, VersionFormat]
+    preflight_checked: tuple[str, ...]
+    """The variables whose values preflight checks (its booleans, choices and formats), by their argument_specs."""
     components: tuple[str, ...]
     """preflight_components' choices, in order: the roles whose required variables preflight checks."""
     default_components: tuple[str, ...]
@@ -189,6 +211,7 @@ def load_role_schema(roles_dir: Path) -> RoleSchema:
         name: VersionFormat(name, str(pattern), str(example))
         for name, pattern, example in pvars.get("_preflight_formats") or []
     }
+    checked = [*(pvars.get("_preflight_booleans") or []), *(pvars.get("_preflight_choices") or []), *formats]
     components_opt = declarations["preflight_components"][0]
     defaults = _yaml(preflight / "defaults" / "main.yml") or {}
     vllm_vars = _yaml(roles_dir / "vllm" / "vars" / "main.yml") or {}
@@ -197,6 +220,7 @@ def load_role_schema(roles_dir: Path) -> RoleSchema:
         declarations={name: tuple(decls) for name, decls in declarations.items()},
         removed=removed,
         formats=formats,
+        preflight_checked=tuple(dict.fromkeys(str(name) for name in checked)),
         components=tuple(components_opt.choices or ()),
         default_components=tuple(defaults.get("preflight_components") or components_opt.default or ()),
         builtin_recipes=tuple(vllm_vars.get("_vllm_builtin_pip_steps") or ()),
@@ -218,7 +242,7 @@ def role_schema(roles_dir: Path | None = None) -> RoleSchema:
 
 
 def _truncate(text: str, length: int = 40, end: str = "...", leeway: int = 5) -> str:
-    """Jinja's ``truncate(40)`` (word boundary, leeway 5), so messages match problems.j2's."""
+    """Jinja's ``truncate(40)`` (word boundary, leeway 5): the length every message shows a value at."""
     if len(text) <= length + leeway:
         return text
     return text[: length - len(end)].rsplit(" ", 1)[0] + end
@@ -256,7 +280,7 @@ def _shown(name: str, value: Any) -> str:
 
 
 def _plain(value: Any) -> str:
-    """A value as problems.j2 interpolates it bare (``{{ value }}``), truncated like the quoted ones."""
+    """A value shown bare (not quoted), truncated like the quoted ones."""
     return _truncate(str(value))
 
 
@@ -399,7 +423,7 @@ def _ansible_bool(value: Any) -> bool:
 
 
 def _hint(option: RoleOption) -> str:
-    """What to set, as problems.j2 says it: the choices, or the description ("Exact driver version, e.g. ….")."""
+    """What to set: the choices, or the description ("Exact driver version, e.g. ….")."""
     if option.choices:
         *first, last = (str(c) for c in option.choices)
         return f"{', '.join(first)} or {last}" if first else last
@@ -409,9 +433,9 @@ def _hint(option: RoleOption) -> str:
 
 def required_problems(effective_vars: Mapping[str, Any], prefix: str = "role_vars") -> list[Problem]:
     """What the preflight role would refuse for a host with these variables (vllm-fleet's computed variables merged
-    with role_vars): problems.j2's required-variable and cross-variable rules, in its words and order.
+    with role_vars): the required variables of each component it checks, and the cross-variable rules.
 
-    With ``prefix=""`` each problem's ``str()`` is exactly the line problems.j2 writes.
+    With ``prefix=""`` each problem's ``str()`` is the line the preflight role shows.
     """
     schema = role_schema()
     v = effective_vars
@@ -488,26 +512,54 @@ def required_problems(effective_vars: Mapping[str, Any], prefix: str = "role_var
     return problems
 
 
-def extravars(node: dict[str, Any]) -> dict[str, Any]:
+def preflight_reads(schema: RoleSchema | None = None) -> frozenset[str]:
+    """Every variable :func:`preflight_problems` reads: the removed ones, those whose values it checks, the gates
+    and required variables of every component, the profile-provided ones and the cross-variable rules' inputs."""
+    schema = schema or role_schema()
+    names = {*schema.removed, *schema.preflight_checked, *_CROSS_READS}
+    for component in schema.components:
+        names.add(f"vllm_fleet_{component}")
+        names.update(o.name for o in schema.required(component))
+    names.update(n for _reported, any_of, _message in _PROFILE_PROVIDED.values() for n in any_of)
+    return frozenset(names)
+
+
+def preflight_problems(host_vars: Mapping[str, Any]) -> list[str]:
+    """The preflight role's check of one host's final variables (only those :func:`preflight_reads` names need be
+    given): removed variables, the checked values (:func:`role_var_problems`'s rules), then
+    :func:`required_problems` — one line per problem, as the role shows them."""
+    schema = role_schema()
+    checked = {n: host_vars[n] for n in (*schema.removed, *schema.preflight_checked) if n in host_vars}
+    problems = role_var_problems(checked, prefix="", computed={}) + required_problems(host_vars, prefix="")
+    return [str(p) for p in problems]
+
+
+def extravars(node: ConvergeInput) -> dict[str, Any]:
     """Role variables for one node (what the converge passes to the roles): hardware facts, the rendered profile,
-    then the fleet's role_vars. Pure: the fleet validator and the audit compute the same from the same node."""
-    hw = load_hardware(node["host"]["hardware"])
+    then the fleet's role_vars. Pure: the fleet validator and the audit compute the same from the same input."""
+    hw = load_hardware(node.host["hardware"])
     out: dict[str, Any] = {
         "vllm_fleet_hardware": hw.key,
         # No GPU, no NVIDIA stack (a lab overrides these through role_vars to exercise the roles on stand-ins).
         "vllm_fleet_nvidia_driver": hw.architecture != "cpu",
         "vllm_fleet_cuda_toolkit": hw.architecture != "cpu",
         "nvidia_driver_nvswitch": hw.nvswitch,
-        "vllm_profile_name": node["profile"],
-        "vllm_version": node["vllm_version"],
-        "vllm_config": node["vllm_config"],
-        "vllm_config_hash": node["config_hash"],
+        "vllm_profile_name": node.profile,
+        "vllm_version": node.vllm_version,
+        "vllm_config": node.vllm_config,
+        "vllm_config_hash": node.config_hash,
         # The effective profile (overrides applied), for the role's smoke-test hook.
-        "vllm_fleet_profile_data": node.get("profile_data"),
+        "vllm_fleet_profile_data": node.profile_data,
     }
-    if node.get("system_digest"):  # site.yml rolls only the server when the host's last full converge matches
-        out["vllm_fleet_system_digest"] = node["system_digest"]
+    if node.system_digest:  # site.yml rolls only the server when the host's last full converge matches
+        out["vllm_fleet_system_digest"] = node.system_digest
     if hw.architecture != "cpu":  # the driver role's choices are GPU architectures
         out["nvidia_driver_gpu_architecture"] = hw.architecture
-    out.update(node.get("role_vars") or {})
+    out.update(node.role_vars)
     return out
+
+
+def role_default(name: str) -> Any:
+    """A role variable's default, as its role's argument_specs declares it (the role's defaults/main.yml holds
+    the same value: tests/roles check the two agree)."""
+    return role_schema().options[name].default

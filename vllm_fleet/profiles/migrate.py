@@ -16,11 +16,11 @@ from typing import Any
 import yaml
 
 from vllm_fleet.catalog import hardware_catalog, model_catalog
-from vllm_fleet.profile import DecodeProfile, section_of
-from vllm_fleet.profile_loader import Problem, ProfileError, parse_profile
+from vllm_fleet.profiles.loader import Problem, ProfileError, parse_profile
+from vllm_fleet.profiles.model import DecodeProfile, section_of
+from vllm_fleet.profiles.render import render
 from vllm_fleet.vllm import flags, replacements
 from vllm_fleet.vllm.config_semantics import semantics_for
-from vllm_fleet.vllm.render import render
 
 _SPEC_FLAGS = {
     "speculative_model": "model",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from vllm_fleet.planner import Plan
-from vllm_fleet.tables import print_table
+from vllm_fleet.profiles.planner import Plan
+from vllm_fleet.project.tables import print_table
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 from packaging.version import Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vllm_fleet import values
+from vllm_fleet.trust import values
 
 LEGACY_UTILIZATION = 0.9
 """gpu_memory_utilization rendered for pins before 0.34 when the profile leaves it unset."""

@@ -1,6 +1,6 @@
 """The resolved fleet as plain data: what the Pulumi program registers, one ``NodeSpec`` per host.
 
-``vllm_fleet.fleet.plan_fleet`` computes it (validation, profiles, rendering, planning: the pure core); the
+``vllm_fleet.fleet.spec.plan_fleet`` computes it (validation, profiles, rendering, planning: the pure core); the
 program only reads it. Being plain JSON-able data, it can be memoised (``vllm_fleet.pulumi.plan_cache``), so
 a no-op ``pulumi up`` does not pay for importing and running the core again. This module imports nothing heavy.
 """
@@ -8,11 +8,11 @@ a no-op ``pulumi up`` does not pay for importing and running the core again. Thi
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vllm_fleet.profile_loader import Problem
+    from vllm_fleet.profiles.loader import Problem
 
 
 class FleetError(Exception):
@@ -45,6 +45,58 @@ class NodeSpec:
     config_hash: str
     """sha256 of the exact config file the host gets."""
     endpoint: str
+
+
+@dataclass(frozen=True)
+class ConvergeInput:
+    """What one node's converge reads: made once from the plan (:meth:`of`), carried to the converge as JSON in
+    ``VLLM_FLEET_NODE`` (:meth:`to_json`, :meth:`from_json`), and the one value the roles' variables are derived
+    from (``role_vars.extravars``) by the converge, the fleet validator and the audit alike."""
+
+    host: dict[str, Any]
+    """The host entry of the fleet spec, defaults filled in (name, address, ssh_port, ssh_user, host_key, …)."""
+    profile: str
+    profile_data: dict[str, Any]
+    vllm_version: str
+    vllm_config: dict[str, Any]
+    """In render order: the order the role writes the config file in (its sha256 is ``config_hash``)."""
+    config_hash: str
+    role_vars: dict[str, Any]
+    system_digest: str | None = None
+    """Everything but the server's own config (the Pulumi program's): a host whose last full converge wrote the
+    same digest only rolls the server."""
+
+    @classmethod
+    def of(cls, node: NodeSpec, role_vars: dict[str, Any], system_digest: str | None = None) -> ConvergeInput:
+        return cls(
+            host=node.host,
+            profile=node.profile,
+            profile_data=node.profile_data,
+            vllm_version=node.vllm_version,
+            vllm_config=node.vllm_config,
+            config_hash=node.config_hash,
+            role_vars=role_vars,
+            system_digest=system_digest,
+        )
+
+    @property
+    def name(self) -> str:
+        return str(self.host["name"])
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form's mapping, keys in the order every stack's state holds them (system_digest first)."""
+        out: dict[str, Any] = {} if self.system_digest is None else {"system_digest": self.system_digest}
+        return out | {k: v for k, v in asdict(self).items() if k != "system_digest"}
+
+    def to_json(self) -> str:
+        # Not key-sorted: vllm_config's order is the config file's. Byte for byte what earlier releases wrote, so
+        # an existing stack's inputs do not change.
+        return json.dumps(self.as_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> ConvergeInput:
+        data = json.loads(text)
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_fleet.paths import cache_dir, project_root
+from vllm_fleet.project.paths import cache_dir, project_root
 
 BACKEND_ENV = "VLLM_FLEET_PULUMI_BACKEND"
 PASSPHRASE_ENV = "VLLM_FLEET_PULUMI_PASSPHRASE_FILE"  # noqa: S105 (a variable name, not a secret)

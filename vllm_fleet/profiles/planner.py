@@ -18,7 +18,7 @@ from vllm_fleet.catalog.quantization import (
     kv_dtype_bytes,
     scheme_from_config,
 )
-from vllm_fleet.profile import DecodeProfile
+from vllm_fleet.profiles.model import DecodeProfile
 from vllm_fleet.vllm import flags, memory_model
 from vllm_fleet.vllm.config_semantics import semantics_for
 

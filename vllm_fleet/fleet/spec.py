@@ -12,18 +12,18 @@ import hashlib
 import re
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from vllm_fleet.catalog import hardware_catalog
-from vllm_fleet.fleet_plan import FleetError, FleetPlan, NodeSpec
-from vllm_fleet.planner import Plan, plan
-from vllm_fleet.profile import DecodeProfile, ProfileLayoutWarning, lift_flat_layout
-from vllm_fleet.profile_loader import Problem, ProfileError, load_profile, parse_profile, problems_from_validation
-from vllm_fleet.values import host_key, plain_text, posix_user, ssh_address
-from vllm_fleet.vllm.render import Rendered, config_yaml, render
+from vllm_fleet.fleet.plan import ConvergeInput, FleetError, FleetPlan, NodeSpec
+from vllm_fleet.profiles.loader import Problem, ProfileError, load_profile, parse_profile, problems_from_validation
+from vllm_fleet.profiles.model import DecodeProfile, ProfileLayoutWarning, lift_flat_layout
+from vllm_fleet.profiles.planner import Plan, plan
+from vllm_fleet.profiles.render import Rendered, config_yaml, render
+from vllm_fleet.trust.values import host_key, plain_text, posix_user, ssh_address
 
 
 class _Strict(BaseModel):
@@ -306,8 +306,8 @@ def _data_problems(role_vars: dict[str, Any]) -> list[Problem]:
 def role_vars_problems(role_vars: dict[str, Any], nodes: list[NodeSpec]) -> list[Problem]:
     """The fleet's role_vars against the roles' own argument specs, the unit's value syntax, and what preflight
     will require of each host once vllm-fleet's own variables (hardware, profile) are added."""
-    from vllm_fleet.role_vars import extravars, required_problems, role_var_problems
-    from vllm_fleet.systemd_values import role_input_problems
+    from vllm_fleet.fleet.role_vars import extravars, required_problems, role_var_problems
+    from vllm_fleet.trust.systemd_values import role_input_problems
 
     problems = _data_problems(role_vars) + role_var_problems(role_vars)
     for line in role_input_problems(role_vars):
@@ -316,7 +316,7 @@ def role_vars_problems(role_vars: dict[str, Any], nodes: list[NodeSpec]) -> list
     if problems:
         return problems
     for i, node in enumerate(nodes):
-        effective = extravars({**asdict(node), "role_vars": role_vars})
+        effective = extravars(ConvergeInput.of(node, role_vars))
         problems += [
             Problem(f"hosts[{i}]({node.name}).role_vars.{p.field}", p.message)
             for p in required_problems(effective, prefix="")

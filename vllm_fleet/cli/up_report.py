@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from vllm_fleet.lab.config import lab_api_key_path
-from vllm_fleet.tables import print_table, table
+from vllm_fleet.project.tables import print_table, table
 
 """The lab key's file name in the cache (``vllm_fleet.lab.fleet.lab_api_key`` writes it)."""
 

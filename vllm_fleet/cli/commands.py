@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from vllm_fleet import report
-from vllm_fleet.node_reads import DEFAULT_BOUNDS, MiB
-from vllm_fleet.node_text import printable
-from vllm_fleet.paths import project_root
-from vllm_fleet.planner import DEFAULT_CONTEXT_TOKENS, plan
-from vllm_fleet.profile_loader import ProfileError, builtin_profiles, load_profile
-from vllm_fleet.tables import print_table, styled, table
-from vllm_fleet.validate import check_file
-from vllm_fleet.vllm.render import config_yaml, env_file, render
+from vllm_fleet.cli import plan_report as report
+from vllm_fleet.profiles.loader import ProfileError, builtin_profiles, load_profile
+from vllm_fleet.profiles.planner import DEFAULT_CONTEXT_TOKENS, plan
+from vllm_fleet.profiles.render import config_yaml, env_file, render
+from vllm_fleet.profiles.validate import check_file
+from vllm_fleet.project.paths import project_root
+from vllm_fleet.project.tables import print_table, styled, table
+from vllm_fleet.trust.node_reads import DEFAULT_BOUNDS, MiB
+from vllm_fleet.trust.node_text import printable
 
 if TYPE_CHECKING:
+    from vllm_fleet.probes.smoke import SmokeResult
     from vllm_fleet.rollout.router import HAProxyRouter
-    from vllm_fleet.smoke import SmokeResult
 
 _T = TypeVar("_T")
 
@@ -226,7 +226,7 @@ def validate(
 ) -> None:
     """Check profiles, stack configs and inventories without touching a host: schema, values, role variables,
     arithmetic and the pinned vLLM version. One line per problem, `FILE: field: message`."""
-    from vllm_fleet.fleet_files import check_fleet_file
+    from vllm_fleet.fleet.files import check_fleet_file
 
     failed = False
     for path in files:
@@ -254,7 +254,7 @@ def migrate(
     name: Annotated[str | None, typer.Option(help="Profile name (default: hardware-model).")] = None,
 ) -> None:
     """Rewrite an old `vllm serve` command line into a profile for a given vLLM release."""
-    from vllm_fleet.vllm.migrate import migrate as do_migrate
+    from vllm_fleet.profiles.migrate import migrate as do_migrate
 
     try:
         migration = do_migrate(command, vllm_version, hardware, name)
@@ -294,7 +294,7 @@ def smoke_cmd(
     """Gate a node: /health, /v1/models, a probe load, then /metrics against the profile.
 
     Exit 0 pass, 1 fail, 2 could not check."""
-    from vllm_fleet.smoke import smoke
+    from vllm_fleet.probes.smoke import smoke
 
     try:
         prof = load_profile(profile)
@@ -330,11 +330,11 @@ def up_cmd(
 ) -> None:
     """The main job on the local lab: lab hosts + air-gapped mirror up, then `pulumi up` with the rollout's live
     progress (per host: batch, step, elapsed); ends with the nodes, the rollout's report and the audit."""
-    from vllm_fleet.fleet_plan import FleetError
+    from vllm_fleet.cli.up_report import lab_api_key_file, print_up_report
+    from vllm_fleet.fleet.plan import FleetError
     from vllm_fleet.lab.fleet import lab_fleet_up
     from vllm_fleet.rollout.live import RolloutWatch
     from vllm_fleet.rollout.phases import converge_activities
-    from vllm_fleet.up_report import lab_api_key_file, print_up_report
 
     log_path = project_root() / "out" / "pulumi" / f"up-{stack_name}.log"
     try:
@@ -430,9 +430,9 @@ def _lab_audit_source() -> tuple[Any, str | None, str | None]:
 def _audit_targets(sources: list[Path] | None, hosts: str) -> list[Any]:
     """The hosts to audit: the lab fleet, a stack config's fleet, or an inventory's node group."""
     from vllm_fleet.audit.desired import inventory_targets, targets
-    from vllm_fleet.fleet import plan_fleet
-    from vllm_fleet.fleet_files import file_kind
-    from vllm_fleet.user_yaml import read_user_yaml
+    from vllm_fleet.fleet.files import file_kind
+    from vllm_fleet.fleet.spec import plan_fleet
+    from vllm_fleet.trust.user_yaml import read_user_yaml
 
     if not sources:
         return targets(plan_fleet(_lab_audit_source()[0]))
@@ -507,9 +507,9 @@ def audit_cmd(
     from vllm_fleet.audit.report import exit_code, print_table, to_json
     from vllm_fleet.audit.signature import SignatureError
     from vllm_fleet.audit.waivers import WaiverError
-    from vllm_fleet.fleet_plan import FleetError
-    from vllm_fleet.node_reads import ReadBounds
-    from vllm_fleet.user_yaml import InputFileError
+    from vllm_fleet.fleet.plan import FleetError
+    from vllm_fleet.trust.node_reads import ReadBounds
+    from vllm_fleet.trust.user_yaml import InputFileError
 
     if fmt not in ("table", "json"):
         raise _fail(ValueError(f"--format {fmt!r}: use table or json"), 2)
@@ -603,9 +603,9 @@ def monitoring_cmd(
 ) -> None:
     """Prometheus targets (file_sd), recording and alerting rules and Grafana dashboards for a fleet, from the
     metric table of each vLLM release it runs: DIR/prometheus.yml, targets/, rules/, dashboards/, NOTES.md."""
-    from vllm_fleet.fleet_plan import FleetError
+    from vllm_fleet.fleet.plan import FleetError
     from vllm_fleet.monitoring import MonitoredNode, profile_scopes, scopes_of, write_monitoring
-    from vllm_fleet.user_yaml import InputFileError
+    from vllm_fleet.trust.user_yaml import InputFileError
 
     try:
         if profiles:
@@ -643,7 +643,7 @@ def bench_cmd(
     ] = None,
 ) -> None:
     """Decode tokens/s per user and aggregate, TTFT and ITL at each concurrency, beside the planner's roofline."""
-    from vllm_fleet.bench import BenchError, plot, sweep, tables
+    from vllm_fleet.cli.bench import BenchError, plot, sweep, tables
 
     try:
         prof = load_profile(profile)
@@ -690,8 +690,8 @@ def metrics_check(
     junit: Annotated[Path | None, typer.Option(help="Also write a JUnit XML report here.", callback=_out_file)] = None,
 ) -> None:
     """The smoke test's /metrics checks on saved scrapes. Exit 0 pass, 1 fail, 2 could not check."""
-    from vllm_fleet.smoke import SmokeResult
-    from vllm_fleet.smoke_checks import check_metrics, read_scrape
+    from vllm_fleet.probes.smoke import SmokeResult
+    from vllm_fleet.probes.smoke_checks import check_metrics, read_scrape
 
     try:
         prof = load_profile(profile)

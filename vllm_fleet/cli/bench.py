@@ -28,13 +28,13 @@ from rich.table import Table
 from vllm_fleet.catalog import load_hardware, load_model
 from vllm_fleet.monitoring.buckets import CUSTOM_BUCKETS_ARG
 from vllm_fleet.monitoring.signals import BUCKET_FAMILY, Signal, release_metrics
-from vllm_fleet.node_reads import DEFAULT_BOUNDS, NodeReadError, ReadBounds, get_one, run_sync, stream_lines
-from vllm_fleet.node_reads import client as node_client
-from vllm_fleet.planner import Plan, plan, step_time_s
-from vllm_fleet.profile import DecodeProfile
-from vllm_fleet.smoke import served_name
-from vllm_fleet.smoke_checks import Scrape, parse_scrape
-from vllm_fleet.tables import table
+from vllm_fleet.probes.smoke import served_name
+from vllm_fleet.probes.smoke_checks import Scrape, parse_scrape
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.planner import Plan, plan, step_time_s
+from vllm_fleet.project.tables import table
+from vllm_fleet.trust.node_reads import DEFAULT_BOUNDS, NodeReadError, ReadBounds, get_one, run_sync, stream_lines
+from vllm_fleet.trust.node_reads import client as node_client
 from vllm_fleet.vllm import flags, metrics_table
 
 PROMPT = "Write a long story about a lighthouse keeper who counts the ships that pass each night:"

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vllm_fleet.fleet_plan import FleetError
-from vllm_fleet.profile_loader import Problem
-from vllm_fleet.user_yaml import InputFileError, read_user_yaml
+from vllm_fleet.fleet.plan import FleetError
+from vllm_fleet.profiles.loader import Problem
+from vllm_fleet.trust.user_yaml import InputFileError, read_user_yaml
 
 NAMESPACE = "vllm-fleet"
 INLINE = f"{NAMESPACE}:fleet"
