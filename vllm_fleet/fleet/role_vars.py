@@ -459,6 +459,13 @@ def required_problems(effective_vars: Mapping[str, Any], prefix: str = "role_var
             name, any_of, message = rule
             if not any(n in v for n in any_of):
                 problems.append(Problem(_field(prefix, name), message))
+    return problems + cross_problems(v, prefix)
+
+
+def cross_problems(v: Mapping[str, Any], prefix: str = "role_vars") -> list[Problem]:
+    """The rules between variables, each only when the variables it compares are given: the driver's branch and
+    version, NVIDIA's kernel-module flavour rule, an install recipe for vllm_package, a lock with its sha256."""
+    problems: list[Problem] = []
     branch, version = v.get("nvidia_driver_branch"), v.get("nvidia_driver_version")
     if (
         "nvidia_driver_branch" in v
@@ -482,8 +489,8 @@ def required_problems(effective_vars: Mapping[str, Any], prefix: str = "role_var
     package = v.get("vllm_package")
     if (
         "vllm_package" in v
-        and package not in schema.builtin_recipes
-        and "vllm_pip_steps" not in v
+        and package not in role_schema().builtin_recipes
+        and not v.get("vllm_pip_steps")
         and not str(v.get("vllm_pip_lock_url") or "")
     ):
         problems.append(
@@ -510,6 +517,13 @@ def required_problems(effective_vars: Mapping[str, Any], prefix: str = "role_var
                 )
             )
     return problems
+
+
+def value_problems(variables: Mapping[str, Any]) -> list[str]:
+    """A role's own check of the variables it is given (defence in depth for a plain-Ansible user's ``-e``): each
+    variable's rules (:func:`role_var_problems`: type, choices, format) and :func:`cross_problems`, one line each,
+    the words the validator and preflight use. The roles call it as the ``role_value_problems`` filter."""
+    return [str(p) for p in role_var_problems(variables, prefix="", computed={}) + cross_problems(variables, "")]
 
 
 def preflight_reads(schema: RoleSchema | None = None) -> frozenset[str]:

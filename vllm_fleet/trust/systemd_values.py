@@ -167,12 +167,14 @@ def role_input_problems(role_vars: Mapping[str, object]) -> list[str]:
     """What a unit must not hold: the vllm_service role's check "Check the values written into the unit" is this
     function (plugins/filter/systemd_values.py), and the stack-config validator calls it too.
 
-    ``role_vars``: the role's variables by name (vllm_service_environment, vllm_service_read_write_paths,
-    vllm_service_venv, vllm_service_config_dir, vllm_service_models_dir, vllm_service_api_key_file,
-    vllm_service_user, vllm_service_group, vllm_service_device_allow, vllm_service_profile_name,
-    vllm_service_vllm_version); missing ones are not checked.
+    ``role_vars``: the role's variables by name (vllm_service_instance, vllm_service_environment,
+    vllm_service_read_write_paths, vllm_service_venv, vllm_service_config_dir, vllm_service_models_dir,
+    vllm_service_api_key_file, vllm_service_user, vllm_service_group, vllm_service_device_allow,
+    vllm_service_profile_name, vllm_service_vllm_version); missing ones are not checked.
     """
     problems: list[str] = []
+    if "vllm_service_instance" in role_vars and (problem := instance_problem(role_vars["vllm_service_instance"])):
+        problems.append(problem_message("vllm_service_instance", role_vars["vllm_service_instance"], problem))
     env = role_vars.get("vllm_service_environment")
     if isinstance(env, Mapping):
         problems += environment_problems(env)
