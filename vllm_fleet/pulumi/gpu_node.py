@@ -9,9 +9,11 @@ The commands name the stack whose secrets they use (``VLLM_FLEET_SECRETS``), nev
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,14 +29,16 @@ from vllm_fleet.pulumi.names import GPU_NODE_TYPE, node_step_name, pause_name
 from vllm_fleet.pulumi.stack_secrets import SECRETS_ENV
 
 
-def supported_platforms(roles: Path | None = None) -> list[str]:
+@functools.cache
+def supported_platforms(roles: Path | None = None) -> tuple[str, ...]:
     """The platforms every node role supports, ``Debian-12``…: the os_vars role's ``os_vars_supported`` default,
     the one list (the roles stop on any other host; the preflight refuses it before the converge)."""
     defaults = (roles or project_root() / "roles") / "os_vars" / "defaults" / "main.yml"
-    return [str(p) for p in yaml.safe_load(defaults.read_text(encoding="utf-8"))["os_vars_supported"]]
+    # Read once per program run, not once per node (the program builds a GpuNode per host).
+    return tuple(str(p) for p in yaml.safe_load(defaults.read_text(encoding="utf-8"))["os_vars_supported"])
 
 
-def _in_words(platforms: list[str]) -> str:
+def _in_words(platforms: Sequence[str]) -> str:
     """``Debian 12, Ubuntu 22.04 and 24.04``: each distribution once, its versions joined."""
     versions: dict[str, list[str]] = {}
     for platform in platforms:
@@ -45,7 +49,7 @@ def _in_words(platforms: list[str]) -> str:
     )
 
 
-def preflight_script(platforms: list[str]) -> str:
+def preflight_script(platforms: Sequence[str]) -> str:
     """The script the preflight runs on the host (``sh -s``): what it is, its GPUs, and a supported OS."""
     cases = "|".join(p.lower() for p in platforms)
     return f"""set -eu
