@@ -13,14 +13,17 @@ from typing import Any
 
 import pytest
 
+from tests.converge.rollout_helpers import snapshot, with_max_num_seqs
+from tests.fixtures_lab import hosts_of
 from vllm_fleet.audit import audit, judge_bundle
 from vllm_fleet.audit.collect import Target
 from vllm_fleet.audit.desired import targets
-from vllm_fleet.deploy.ansible import PlaybookResult
+from vllm_fleet.deploy.ansible import PlaybookResult, run_playbook
 from vllm_fleet.fleet.spec import plan_fleet
 from vllm_fleet.lab import config as lab_config
 from vllm_fleet.lab.ssh import ssh_argv
-from vllm_fleet.lab.stack import lab_fleet
+from vllm_fleet.lab.stack import lab_fleet, lab_role_vars
+from vllm_fleet.profiles.render import render
 
 pytestmark = pytest.mark.lab
 UNIT = "vllm-main.service"
@@ -130,6 +133,64 @@ def test_each_drift_is_found_and_nothing_else(site: Any, lab_targets: list[Targe
     assert run(site, lab_targets, tmp_path / "after") == {}  # every drift undone: clean again
 
 
+MODEL_FILE = "/opt/vllm-fleet/models/tiny-llama-lab/model.safetensors"
+
+
+def test_a_changed_model_file_is_found_by_the_audit_and_refused_by_the_next_rollout(
+    site: Any, lab_targets: list[Target], tmp_path: Path
+) -> None:
+    """One flipped bit in the served weights of the canary: the audit finds that (VF-MODEL-FILES on that host, and
+    nothing else), and a rollout of a new config stops at the canary before restarting it on those files, every
+    host still serving what it served (same process, same config)."""
+    canary = site.state.hosts[0]
+    ssh(site, canary.ip, f"cp -p {MODEL_FILE} /root/model.orig")
+    flip = f"p='{MODEL_FILE}'; b=bytearray(open(p,'rb').read()); b[4096] ^= 1; open(p,'r+b').write(b)"
+    ssh(site, canary.ip, f'python3 -c "{flip}"')
+    before = snapshot(site)
+    failures: list[str] = []
+
+    def failed_task(event: dict[str, Any]) -> bool:
+        if event.get("event") == "runner_on_failed":
+            failures.append(str((event.get("event_data") or {}).get("res", {}).get("msg", "")))
+        return True
+
+    try:
+        result = audit(lab_targets, tmp_path / "tampered", private_key=Path(site.state.ssh_key).read_text())
+        failed = {f.id: f.actual for f in result.findings if f.status == "failed"}
+        assert list(failed) == [f"VF-MODEL-FILES@{canary.name}"], failed
+        assert failed[f"VF-MODEL-FILES@{canary.name}"].startswith("model.safetensors: sha256 ")
+        changed = with_max_num_seqs(6)
+        lab_vars = {**lab_role_vars(site.state, site.model_dir), "vllm_fleet_profile": "cpu-lab"}
+        key = Path(site.state.ssh_key).read_text()
+        rolled = run_playbook(
+            "rollout.yml",
+            hosts_of(site),
+            {
+                **lab_vars,
+                "vllm_config": render(changed).config,
+                "vllm_fleet_profile_data": changed.model_dump(mode="json", exclude_none=True),
+            },
+            private_key=key,
+            event_handler=failed_task,
+        )
+        assert not rolled.ok and rolled.count("failures", canary.name) == 1
+        assert any("model.safetensors: sha256 " in m and "does not hold the files" in m for m in failures), failures
+        assert snapshot(site) == before  # nothing restarted, no config or journal written: the rollout stopped
+        # A full converge of that host (staging again from the controller) refuses the files too, before copying:
+        # a change on a host is reported, not silently repaired.
+        failures.clear()
+        converged = run_playbook(
+            "site.yml", hosts_of(site), {**lab_vars, "vllm_fleet_hosts": canary.name}, private_key=key,
+            event_handler=failed_task,
+        )  # fmt: skip
+        assert not converged.ok and converged.count("failures", canary.name) == 1
+        assert any("model.safetensors: sha256 " in m for m in failures), failures
+        assert snapshot(site) == before
+    finally:
+        ssh(site, canary.ip, f"cp -p /root/model.orig {MODEL_FILE} && rm /root/model.orig")
+    assert run(site, lab_targets, tmp_path / "restored") == {}
+
+
 def test_an_unreachable_host_is_exit_2_and_the_others_are_reported(
     site: Any, lab_targets: list[Target], tmp_path: Path
 ) -> None:
@@ -148,8 +209,6 @@ def test_the_audit_playbook_gives_the_same_verdict_from_an_inventory(site: Any, 
     import sys
 
     import yaml
-
-    from vllm_fleet.lab.stack import lab_role_vars
 
     hosts = {
         h.name: {

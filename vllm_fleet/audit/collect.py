@@ -20,6 +20,7 @@ from typing import Any
 from vllm_fleet.audit.evidence import Desired, HostEvidence
 from vllm_fleet.deploy.ansible import InventoryHost, check_hosts, known_hosts_line, ssh_args
 from vllm_fleet.deploy.private_dir import PrivateDir
+from vllm_fleet.project.paths import project_root
 from vllm_fleet.trust.node_reads import DEFAULT_BOUNDS, NodeReadError, ReadBounds, get, run_bounded, run_sync
 from vllm_fleet.trust.node_reads import client as node_client
 
@@ -30,7 +31,7 @@ WORKERS = 32
 
 # Read-only. Each section starts with MARK<name>; files are base64 so their bytes are kept exactly.
 SCRIPT = r"""set -u
-unit=$1 config=$2 lkg=$3 venv=$4 journal=${5:-}
+unit=$1 config=$2 lkg=$3 venv=$4 journal=${5:-} model=${6:-}
 sec() { printf '\n@@vllm-fleet-audit %s\n' "$1"; }
 sec now; date +%s.%N
 sec systemctl; systemctl show "$unit" -p MainPID -p ActiveState -p SubState -p NRestarts -p LoadState \
@@ -58,7 +59,16 @@ sec pins; for f in /etc/apt/preferences /etc/apt/preferences.d/*; do
   [ -f "$f" ] && { printf '%s\n' "$f"; base64 -w0 "$f"; echo; }; done
 sec journal; [ -n "$journal" ] && cat "$journal" 2>/dev/null
 sec security; systemd-analyze security "$unit" --no-pager 2>&1 | tail -1
+sec model_manifest; [ -n "$model" ] && base64 -w0 "$model/.vllm-fleet-manifest.json" 2>/dev/null
+sec model_files; [ -n "$model" ] && [ -d "$model" ] && sh -c "$model_files" model-files "$model" 2>/dev/null
 """
+MODEL_FILES = project_root() / "roles" / "vllm" / "files" / "model-files.sh"
+"""The listing of a model's files: the script the vllm role runs at staging (one script, one format)."""
+
+
+def script() -> str:
+    """The read-only script sent to each host: SCRIPT, with model-files.sh as ``$model_files``."""
+    return f"model_files={shlex.quote(MODEL_FILES.read_text())}\n{SCRIPT}"
 
 
 @dataclass(frozen=True)
@@ -89,7 +99,7 @@ def parse_sections(text: str) -> dict[str, str]:
 
 def _ssh_argv(target: Target, known_hosts: Path) -> list[str]:
     d = target.desired
-    args = [d.unit, d.config_path, d.unit_lkg_path, d.venv, d.journal_path]
+    args = [d.unit, d.config_path, d.unit_lkg_path, d.venv, d.journal_path, d.model_dir or ""]
     return [
         "ssh",
         *shlex.split(ssh_args(known_hosts)),
@@ -104,7 +114,7 @@ async def _collect_remote(target: Target, env: dict[str, str], known_hosts: Path
     where = f"ssh {target.ssh_user}@{d.address}:{target.ssh_port}"
     proc = await run_bounded(
         _ssh_argv(target, known_hosts),
-        stdin=SCRIPT.encode(),
+        stdin=script().encode(),
         env=env,
         deadline_s=bounds.ssh_s,
         max_bytes=bounds.ssh_bytes,

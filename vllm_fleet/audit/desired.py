@@ -8,6 +8,7 @@ from vllm_fleet.audit.collect import Target
 from vllm_fleet.audit.evidence import Desired
 from vllm_fleet.fleet.plan import ConvergeInput, FleetPlan, NodeSpec
 from vllm_fleet.fleet.role_vars import extravars, role_default
+from vllm_fleet.models.staging import served_entry
 from vllm_fleet.profiles.model import DecodeProfile
 from vllm_fleet.profiles.render import config_text
 
@@ -23,6 +24,9 @@ def desired_for(node: NodeSpec, role_vars: dict[str, Any]) -> Desired:
     instance = str(v.get("vllm_service_instance", role_default("vllm_service_instance")))
     config_dir = str(v.get("vllm_service_config_dir", role_default("vllm_service_config_dir")))
     driver = _bool(v.get("vllm_fleet_nvidia_driver", True))
+    profile = DecodeProfile.model_validate(node.profile_data)
+    models_dir = str(v.get("vllm_models_dir", role_default("vllm_models_dir")))
+    staged = served_entry(v.get("vllm_models"), models_dir, profile.model.serve_model)
     cuda = _bool(v.get("vllm_fleet_cuda_toolkit", True))
     return Desired(
         host=node.name,
@@ -36,9 +40,11 @@ def desired_for(node: NodeSpec, role_vars: dict[str, Any]) -> Desired:
         unit_lkg_path=f"{config_dir}/{instance}.service.lkg",
         journal_path=f"/var/lib/vllm-fleet/{instance}.rollout.json",
         venv=str(v.get("vllm_service_venv") or v.get("vllm_venv") or role_default("vllm_venv")),
-        port=DecodeProfile.model_validate(node.profile_data).frontend.port,
+        port=profile.frontend.port,
         driver_version=str(v["nvidia_driver_version"]) if driver and v.get("nvidia_driver_version") else None,
         cuda_version=str(v["cuda_toolkit_version"]) if cuda and v.get("cuda_toolkit_version") else None,
+        model_dir=profile.model.serve_model.rstrip("/") if staged is not None else None,
+        model_manifest_sha256=str(staged["manifest_sha256"]) if staged and staged.get("manifest_sha256") else None,
     )
 
 

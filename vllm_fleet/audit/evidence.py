@@ -55,6 +55,10 @@ class Desired:
     cuda_version: str | None = None
     max_exposure: float = 2.5
     """Highest `systemd-analyze security` exposure the hardened unit may show."""
+    model_dir: str | None = None
+    """The directory the server serves when ``vllm_models`` stages it (None: a model vllm-fleet does not stage)."""
+    model_manifest_sha256: str | None = None
+    """The digest of the manifest the stack names for that model (None: staged ``unverified``, or not staged)."""
 
 
 @dataclass

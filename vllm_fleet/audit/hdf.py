@@ -178,6 +178,7 @@ def host_hdf(findings: list[Finding], info: HostInfo, *, generated_at: float | N
                         ("address", info.address),
                         ("profile", info.profile),
                         ("vllm_version", info.vllm_version),
+                        ("model", info.model or ""),
                     )
                 ],
                 "groups": [{"id": _SOURCE, "title": "vllm-fleet audit checks", "controls": list(catalogue)}],
@@ -190,6 +191,7 @@ def host_hdf(findings: list[Finding], info: HostInfo, *, generated_at: float | N
             "address": info.address,
             "profile": info.profile,
             "vllm_version": info.vllm_version,
+            "model": info.model,
             "started_at": _iso(info.started_at),
             "finished_at": _iso(info.finished_at),
             "error": info.error,

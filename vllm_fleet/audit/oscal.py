@@ -292,7 +292,15 @@ def _inventory(doc: _Doc, host: str) -> common.InventoryItem:
         uuid=doc.host_uuid(host),
         description=f"vLLM node {host} ({h.address}), profile {h.profile}, pinned vLLM {h.vllm_version}",
         props=(_props(("asset-id", host), _address_prop(h.address), ns=None) or [])
-        + (_props(("profile", h.profile), ("vllm-version", h.vllm_version), ("audit-error", h.error or "")) or []),
+        + (
+            _props(
+                ("profile", h.profile),
+                ("vllm-version", h.vllm_version),
+                ("model", h.model or ""),
+                ("audit-error", h.error or ""),
+            )
+            or []
+        ),
         implemented_components=[common.ImplementedComponent(component_uuid=_uuid("component", "vllm", h.vllm_version))]
         if h.vllm_version
         else None,

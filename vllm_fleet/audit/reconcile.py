@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_fleet.audit import apt_pins
 from vllm_fleet.audit.evidence import Desired, HostEvidence, b64_file
+from vllm_fleet.models.manifest import model_file_problems, summary
 from vllm_fleet.probes.smoke_checks import ScrapeError, parse_scrape
 from vllm_fleet.trust.user_yaml import InputFileError, parse_user_yaml
 from vllm_fleet.vllm import flags, metrics_table
@@ -147,6 +148,14 @@ CHECKS: dict[str, Check] = {
             "speculative-decoding acceptance since start is at least the profile's floor",
             "low",
             "use a better drafter or fewer speculative tokens, or turn speculation off",
+        ),
+        Check(
+            "VF-MODEL-FILES",
+            "the weights the server serves are the files of the manifest the stack names (every file, its size "
+            "and sha256)",
+            "critical",
+            "find out who changed the model's files (the finding names them); then delete the model's directory and "
+            "converge: the vllm role stages it anew and checks it (a rollout refuses these files meanwhile)",
         ),
         Check(
             "VF-PLAN-KV",
@@ -412,7 +421,39 @@ def judge(desired: Desired, ev: HostEvidence, manifest: dict[str, str] | None = 
     _judge_live(j, active)
     _judge_packages(j)
     _judge_unit(j)
+    _judge_model(j)
     return j.findings
+
+
+def _judge_model(j: _Judge) -> None:
+    """VF-MODEL-FILES: the served model directory's files, as the host hashed them (model-files.sh), against the
+    host's copy of the manifest, which must be the one the stack names (models.manifest, the vllm role's rule)."""
+    d = j.d
+    files = ("remote/model_manifest", "remote/model_files")
+    if d.model_dir is None:
+        j.add("VF-MODEL-FILES", "not-applicable", "a model vllm_models stages", "-", "profile", ())
+        return
+    if d.model_manifest_sha256 is None:
+        j.add(
+            "VF-MODEL-FILES",
+            "not-reviewed",
+            "a manifest",
+            f"{d.model_dir} staged unverified (vllm_models: unverified: true)",
+            "profile",
+            (),
+        )
+        return
+    problems = model_file_problems(j.section("model_manifest"), d.model_manifest_sha256, j.section("model_files"))
+    j.add(
+        "VF-MODEL-FILES",
+        "failed" if problems else "passed",
+        f"{d.model_dir}: the files of manifest sha256:{d.model_manifest_sha256}",
+        summary(problems)
+        if problems
+        else f"{d.model_dir}: every file matches manifest sha256:{d.model_manifest_sha256}",
+        "model files",
+        files,
+    )
 
 
 def _sha(text: str | None) -> str:

@@ -36,11 +36,22 @@ class HostInfo:
     started_at: float
     finished_at: float
     error: str | None = None
+    model: str | None = None
+    """The weights the stack names for the host: its model directory and manifest digest (VF-MODEL-FILES says
+    whether the node holds them)."""
 
     @classmethod
     def of(cls, desired: Desired, ev: HostEvidence) -> HostInfo:
         return cls(desired.host, desired.address, desired.profile, desired.vllm_version, ev.started_at,
-                   ev.finished_at, ev.error)  # fmt: skip
+                   ev.finished_at, ev.error, model_named(desired))  # fmt: skip
+
+
+def model_named(desired: Desired) -> str | None:
+    if desired.model_dir is None:
+        return None
+    if desired.model_manifest_sha256 is None:
+        return f"{desired.model_dir} (staged unverified: no manifest)"
+    return f"{desired.model_dir} (manifest sha256:{desired.model_manifest_sha256})"
 
 
 def check_catalogue() -> dict[str, Check]:

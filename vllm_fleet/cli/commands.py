@@ -226,7 +226,7 @@ def validate(
 ) -> None:
     """Check profiles, stack configs and inventories without touching a host: schema, values, role variables,
     arithmetic and the pinned vLLM version. One line per problem, `FILE: field: message`."""
-    from vllm_fleet.fleet.files import check_fleet_file
+    from vllm_fleet.fleet.files import check_fleet_file, fleet_notes
 
     failed = False
     for path in files:
@@ -234,7 +234,11 @@ def validate(
         if fleet_file is not None:
             for problem in fleet_file[1]:
                 out.print(f"{path}: {problem}", markup=False, highlight=False, soft_wrap=True)
-            failed |= bool(fleet_file[1])
+            notes = [] if fleet_file[1] else fleet_notes(path)
+            for note in notes:
+                line = f"{path}: {note.field}: warning: {note.message}"
+                (out if strict else err).print(printable(line), markup=False, highlight=False, soft_wrap=True)
+            failed |= bool(fleet_file[1]) or (strict and bool(notes))
             continue
         errors, findings = check_file(path)
         for problem in errors:
@@ -850,3 +854,32 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+model_app = typer.Typer(help="Model weights as they enter a site: manifests of their files.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+
+@model_app.command("manifest")
+def model_manifest(
+    directory: Annotated[Path, typer.Argument(help="The model's directory (config.json, *.safetensors, tokenizer).")],
+    out_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Write the manifest here (default: DIRECTORY.manifest.json beside it).", callback=_out_file
+        ),
+    ] = None,
+) -> None:
+    """Write the manifest of a model directory (every file: path, size, sha256) and print its digest, the value of
+    ``vllm_models[].manifest_sha256`` (docs/mirror.md, "Model manifests")."""
+    from vllm_fleet.models.manifest import ManifestError, make_manifest
+
+    try:
+        manifest = make_manifest(directory)
+    except (ManifestError, OSError) as e:
+        raise _fail(ValueError(str(e))) from None
+    whole = directory.resolve()
+    target = out_file or whole.parent / f"{whole.name or 'model'}.manifest.json"
+    target.write_bytes(manifest.to_bytes())
+    typer.echo(printable(f"{target}: {len(manifest.files)} files, {manifest.total_bytes} bytes"))
+    typer.echo(f"manifest_sha256: {manifest.digest}")

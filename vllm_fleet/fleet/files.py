@@ -19,6 +19,7 @@ from typing import Any
 
 from vllm_fleet.fleet.plan import FleetError
 from vllm_fleet.fleet.source import NAMESPACE as STACK_NAMESPACE
+from vllm_fleet.models.staging import unverified
 from vllm_fleet.profiles.loader import Problem, ProfileError, load_profile
 from vllm_fleet.trust.user_yaml import InputFileError, read_user_yaml
 
@@ -176,6 +177,29 @@ def check_inventory(sources: list[str], pattern: str = NODE_GROUP) -> list[Probl
 
 
 # -- any file --------------------------------------------------------------------------------------------------
+def fleet_notes(path: Path) -> list[Problem]:
+    """What a valid stack config does that its reader should know: each model staged ``unverified`` (no manifest
+    checks its files). Empty for anything but a readable stack config."""
+    from vllm_fleet.fleet.source import stack_fleet
+
+    try:
+        data = read_user_yaml(path)
+        if file_kind(path, data) != "stack":
+            return []
+        fleet, _name = stack_fleet(data["config"], path.parent)
+    except (InputFileError, FleetError):
+        return []
+    role_vars = fleet.get("role_vars") if isinstance(fleet, dict) else None
+    models = role_vars.get("vllm_models") if isinstance(role_vars, dict) else None
+    return [
+        Problem(
+            f"role_vars.vllm_models[{i}]",
+            f"{name} is staged unverified: no manifest checks its files (make one: `vllm-fleet model manifest DIR`)",
+        )
+        for i, name in unverified(models)
+    ]
+
+
 def check_fleet_file(path: Path) -> tuple[str, list[Problem]] | None:
     """(kind, problems) for a stack config or an inventory; None for a profile (validate.check_file's job)."""
     if path.is_dir() or path.suffix not in {".yaml", ".yml", ".json"}:

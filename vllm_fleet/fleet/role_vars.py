@@ -23,7 +23,7 @@ import difflib
 import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ import yaml
 from vllm_fleet.catalog import load_hardware
 from vllm_fleet.fleet.plan import ConvergeInput
 from vllm_fleet.gpu_host.kernel_modules import architectures, choose_flavour
+from vllm_fleet.models.staging import models_problems
 from vllm_fleet.profiles.loader import Problem
 from vllm_fleet.project.paths import project_root
 from vllm_fleet.trust.values import SECRET_NAMES
@@ -367,7 +368,14 @@ def _value_problems(field: str, option: RoleOption, value: Any, schema: RoleSche
     fmt = schema.formats.get(name)
     if fmt is not None and isinstance(value, str) and not re.match(fmt.pattern, value):
         problems.append(Problem(field, f"{_shown(name, value)} is not an exact version such as {fmt.example}"))
+    rule = _VALUE_RULES.get(name)
+    if rule is not None:
+        problems += [Problem(f"{field}{where}", message) for where, message in rule(value)]
     return problems
+
+
+_VALUE_RULES: dict[str, Callable[[Any], list[tuple[str, str]]]] = {"vllm_models": models_problems}
+"""Rules of one variable's value beyond its type and choices: (where inside it, message)."""
 
 
 # ---------------------------------------------------------------------------------------------------------------

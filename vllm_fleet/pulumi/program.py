@@ -17,6 +17,7 @@ import pulumi
 
 from vllm_fleet.fleet.plan import FleetError, NodeSpec
 from vllm_fleet.fleet.source import FILE, INLINE, in_file, stack_fleet
+from vllm_fleet.models.staging import unverified
 from vllm_fleet.project.digest import tree_files, update_with_files
 from vllm_fleet.project.paths import project_root
 from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs, api_key_version, rollout_pause
@@ -51,6 +52,11 @@ def run() -> None:
     except FleetError as err:
         # Fails the preview/update before any resource is registered, naming each field and its fix.
         raise pulumi.RunError(str(err)) from None
+    for _i, model in unverified(fleet.role_vars.get("vllm_models")):
+        pulumi.log.warn(
+            f"model {model} is staged unverified (vllm_models: unverified: true): no manifest checks its files at "
+            "staging, before a rollout or in the audit (docs/mirror.md, 'Model manifests')"
+        )
     # The secrets, once per stack, in its config: the commands name the stack, never a value, and read them when
     # they run (stack_secrets). Without a key in config, SSH uses the controller's own agent.
     stack = f"{pulumi.get_project()}/{pulumi.get_stack()}"
