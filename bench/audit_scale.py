@@ -83,8 +83,8 @@ def main() -> int:
 
 def hash_rate(mib: int, repeat: int) -> None:
     """model-files.sh (the role's and the audit's listing) over a generated 4-shard model: its MB/s on this machine,
-    and what that makes for a 15 GB model (parallel over shards up to the cores; the page cache is warm, so this is
-    the hashing, not the disk: a cold read is bounded by the disk's own rate)."""
+    and what that makes for a 15 GB model (one sha256sum over every file; the page cache is warm, so this is the
+    hashing, not the disk: a cold read is bounded by the disk's own rate)."""
     script = Path(__file__).resolve().parents[1] / "roles" / "vllm" / "files" / "model-files.sh"
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "model"
