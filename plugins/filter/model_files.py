@@ -18,6 +18,7 @@ except ImportError:  # ansible-playbook from another interpreter: use this check
 
 from vllm_fleet.models.manifest import model_file_problems as _model_file_problems
 from vllm_fleet.models.manifest import summary
+from vllm_fleet.models.staging import verified
 
 
 def model_file_problems(manifest_b64: str, manifest_sha256: str, listing_b64: str) -> list[str]:
@@ -31,6 +32,15 @@ def model_problems_summary(problems: Iterable[str]) -> str:
     return summary(str(p) for p in problems)
 
 
+def verified_models(entries: Any) -> list[Any]:
+    """``vllm_models | verified_models``: the entries with a manifest (all but ``unverified: true``)."""
+    return [dict(e) for e in verified(entries)]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"model_file_problems": model_file_problems, "model_problems_summary": model_problems_summary}
+        return {
+            "model_file_problems": model_file_problems,
+            "model_problems_summary": model_problems_summary,
+            "verified_models": verified_models,
+        }

@@ -30,7 +30,7 @@ from vllm_fleet.models.manifest import (
     model_file_problems,
     parse_listing,
 )
-from vllm_fleet.models.staging import served_entry, unverified
+from vllm_fleet.models.staging import entry_problems, served_entry, unverified, verified
 from vllm_fleet.project.paths import project_root
 
 ROLE_TASKS = project_root() / "roles" / "vllm" / "tasks"
@@ -272,3 +272,61 @@ def test_the_stack_names_the_served_models_entry() -> None:
     assert served_entry(entries, "/opt/models", "/opt/models/c") is None
     assert served_entry(entries, "/opt/models", "meta-llama/Llama-3.1-8B") is None
     assert unverified(entries) == [(1, "b")]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "refused"),
+    [
+        ("/srv/m.manifest.json", False),
+        ("http://mirror/m.json", False),
+        ("file:///srv/m.json", False),
+        ("m.manifest.json", True),  # relative: resolved by Ansible against the role's files/, not the stack
+        ("../../etc/shadow", True),
+        ("ftp://mirror/m.json", True),
+    ],
+)
+def test_a_manifest_is_an_absolute_controller_path_or_a_url(manifest: str, refused: bool) -> None:
+    entry = {"name": "m", "src": "/srv/m", "manifest": manifest, "manifest_sha256": "a" * 64}
+    found = [f for f, _ in entry_problems(0, entry) if f == "[0].manifest"]
+    assert bool(found) is refused, found
+
+
+def _role_template(expression: str, variables: dict[str, Any]) -> Any:
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    from tests.unit.test_role_vars import _ansible_plugins
+
+    _ansible_plugins()
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expression))
+
+
+def test_the_models_checked_before_a_start_are_the_verified_entries() -> None:
+    """verify.yml's loop is staging.verified (the verified_models filter): no second predicate in Jinja."""
+    (task,) = yaml.safe_load((ROLE_TASKS / "verify.yml").read_text())
+    entries = [
+        {"name": "a", "src": "/m/a", "manifest": "/m/a.json", "manifest_sha256": "a" * 64},
+        {"name": "b", "src": "/m/b", "unverified": True},
+        {"name": "c", "src": "/m/c", "unverified": False, "manifest": "/m/c.json", "manifest_sha256": "c" * 64},
+    ]
+    looped = _role_template(task["loop"], {"vllm_models": entries})
+    assert [e["name"] for e in looped] == ["a", "c"] == [e["name"] for e in verified(entries)]
+
+
+def test_the_controllers_manifest_is_checked_before_it_is_sent(model: Path, tmp_path: Path) -> None:
+    """model.yml refuses a controller manifest whose bytes are not the pinned digest before its copy task runs: a
+    wrong path (another file of the controller, a missing one) sends nothing to the host."""
+    tasks = yaml.safe_load((ROLE_TASKS / "model.yml").read_text())
+    names = [t.get("name", "") for t in tasks]
+    check = next(i for i, n in enumerate(names) if n.startswith("The manifest on the controller must be"))
+    assert check < next(i for i, n in enumerate(names) if n.startswith("Put the manifest beside the files, from the"))
+    expression = tasks[check]["vars"]["_vllm_manifest_digest"]
+    written = tmp_path / "tiny.manifest.json"
+    written.write_bytes(make_manifest(model).to_bytes())
+    digest = hashlib.sha256(written.read_bytes()).hexdigest()
+    other = tmp_path / "secret.txt"
+    other.write_text("not a manifest\n")
+    for path, same in ((written, True), (other, False), (tmp_path / "missing.json", False)):
+        found = _role_template(expression, {"vllm_model": {"name": "tiny", "manifest": str(path)}})
+        assert (found == digest) is same, (path, found)
+    assert tasks[check]["ansible.builtin.assert"]["that"] == "_vllm_manifest_digest == vllm_model.manifest_sha256"

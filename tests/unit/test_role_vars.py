@@ -653,6 +653,7 @@ def _role_check(role: str, task_name: str, variables: dict[str, Any]) -> list[st
                     {"name": "m", "src": "/srv/m"},  # no manifest, not unverified
                     {"name": "../x", "src": "/a", "url": "http://mirror/x.tar", "manifest_sha256": "ABC"},
                     {"name": "m", "src": "/srv/m2", "unverified": True, "manifest": "/srv/m2.json"},
+                    {"name": "r", "src": "/srv/r", "manifest": "r.json", "manifest_sha256": "c" * 64},
                 ],
             },
             {

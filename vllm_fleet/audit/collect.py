@@ -8,6 +8,7 @@ is recorded with its error and the others are still collected.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shlex
 import time
@@ -66,8 +67,9 @@ MODEL_FILES = project_root() / "roles" / "vllm" / "files" / "model-files.sh"
 """The listing of a model's files: the script the vllm role runs at staging (one script, one format)."""
 
 
+@functools.cache
 def script() -> str:
-    """The read-only script sent to each host: SCRIPT, with model-files.sh as ``$model_files``."""
+    """The read-only script sent to each host: SCRIPT, with model-files.sh as ``$model_files`` (read once)."""
     return f"model_files={shlex.quote(MODEL_FILES.read_text())}\n{SCRIPT}"
 
 

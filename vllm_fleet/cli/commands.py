@@ -226,19 +226,19 @@ def validate(
 ) -> None:
     """Check profiles, stack configs and inventories without touching a host: schema, values, role variables,
     arithmetic and the pinned vLLM version. One line per problem, `FILE: field: message`."""
-    from vllm_fleet.fleet.files import check_fleet_file, fleet_notes
+    from vllm_fleet.fleet.files import check_fleet_file
 
     failed = False
     for path in files:
         fleet_file = check_fleet_file(path)
         if fleet_file is not None:
-            for problem in fleet_file[1]:
+            for problem in fleet_file.problems:
                 out.print(f"{path}: {problem}", markup=False, highlight=False, soft_wrap=True)
-            notes = [] if fleet_file[1] else fleet_notes(path)
+            notes = fleet_file.notes
             for note in notes:
                 line = f"{path}: {note.field}: warning: {note.message}"
                 (out if strict else err).print(printable(line), markup=False, highlight=False, soft_wrap=True)
-            failed |= bool(fleet_file[1]) or (strict and bool(notes))
+            failed |= bool(fleet_file.problems) or (strict and bool(notes))
             continue
         errors, findings = check_file(path)
         for problem in errors:

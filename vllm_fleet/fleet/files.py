@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,19 @@ def file_kind(path: Path, data: Any) -> str:
 
 
 # -- stack configs ---------------------------------------------------------------------------------------------
-def check_stack_config(data: dict[str, Any], project: Path) -> list[Problem]:
+@dataclass(frozen=True)
+class FleetFileCheck:
+    """What ``vllm-fleet validate`` says of a stack config or an inventory: its problems (the file is refused) and
+    its notes (a valid file does something its reader should know, e.g. a model staged unverified)."""
+
+    kind: str
+    problems: list[Problem]
+    notes: list[Problem] = field(default_factory=list)
+
+
+def check_stack_config(data: dict[str, Any], project: Path) -> FleetFileCheck:
     """Every problem of a ``Pulumi.<stack>.yaml`` in ``project``: its ``vllm-fleet:*`` keys, secrets in clear, the
-    fleet (inline or the fleet file it names)."""
+    fleet (inline or the fleet file it names); with no problem, the notes on the fleet read once for both."""
     from vllm_fleet.fleet.source import in_file, stack_fleet
     from vllm_fleet.fleet.spec import plan_fleet
 
@@ -76,12 +87,26 @@ def check_stack_config(data: dict[str, Any], project: Path) -> list[Problem]:
     try:
         fleet, fleet_file = stack_fleet(config, project)
     except FleetError as err:
-        return problems + err.problems
+        return FleetFileCheck("stack", problems + err.problems)
     try:
         plan_fleet(fleet)
     except FleetError as err:
         problems += in_file(err, fleet_file).problems
-    return problems
+    return FleetFileCheck("stack", problems, [] if problems else fleet_notes(fleet))
+
+
+def fleet_notes(fleet: Any) -> list[Problem]:
+    """What a valid fleet does that its reader should know: each model staged ``unverified`` (no manifest checks
+    its files)."""
+    role_vars = fleet.get("role_vars") if isinstance(fleet, dict) else None
+    models = role_vars.get("vllm_models") if isinstance(role_vars, dict) else None
+    return [
+        Problem(
+            f"role_vars.vllm_models[{i}]",
+            f"{name} is staged unverified: no manifest checks its files (make one: `vllm-fleet model manifest DIR`)",
+        )
+        for i, name in unverified(models)
+    ]
 
 
 # -- inventories -----------------------------------------------------------------------------------------------
@@ -177,47 +202,24 @@ def check_inventory(sources: list[str], pattern: str = NODE_GROUP) -> list[Probl
 
 
 # -- any file --------------------------------------------------------------------------------------------------
-def fleet_notes(path: Path) -> list[Problem]:
-    """What a valid stack config does that its reader should know: each model staged ``unverified`` (no manifest
-    checks its files). Empty for anything but a readable stack config."""
-    from vllm_fleet.fleet.source import stack_fleet
-
-    try:
-        data = read_user_yaml(path)
-        if file_kind(path, data) != "stack":
-            return []
-        fleet, _name = stack_fleet(data["config"], path.parent)
-    except (InputFileError, FleetError):
-        return []
-    role_vars = fleet.get("role_vars") if isinstance(fleet, dict) else None
-    models = role_vars.get("vllm_models") if isinstance(role_vars, dict) else None
-    return [
-        Problem(
-            f"role_vars.vllm_models[{i}]",
-            f"{name} is staged unverified: no manifest checks its files (make one: `vllm-fleet model manifest DIR`)",
-        )
-        for i, name in unverified(models)
-    ]
-
-
-def check_fleet_file(path: Path) -> tuple[str, list[Problem]] | None:
-    """(kind, problems) for a stack config or an inventory; None for a profile (validate.check_file's job)."""
+def check_fleet_file(path: Path) -> FleetFileCheck | None:
+    """The problems and notes of a stack config or an inventory; None for a profile (validate.check_file's job)."""
     if path.is_dir() or path.suffix not in {".yaml", ".yml", ".json"}:
         data: Any = None
     else:
         try:
             data = read_user_yaml(path)
         except InputFileError as err:
-            return "file", [Problem(err.field, err.message)]
+            return FleetFileCheck("file", [Problem(err.field, err.message)])
     kind = file_kind(path, data)
     if kind == "profile" and path.suffix in {".yaml", ".yml", ".json"}:
         return None
     if kind == "stack":
-        return kind, check_stack_config(data, path.parent)
+        return check_stack_config(data, path.parent)
     try:
-        return "inventory", check_inventory([str(path)])
+        return FleetFileCheck("inventory", check_inventory([str(path)]))
     except InputFileError as err:
-        return "inventory", [Problem(err.field, err.message)]
+        return FleetFileCheck("inventory", [Problem(err.field, err.message)])
 
 
 def main(argv: list[str]) -> int:

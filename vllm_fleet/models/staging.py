@@ -62,6 +62,10 @@ def entry_problems(i: int, entry: Any) -> list[tuple[str, str]]:
                     "unverified: true to stage this model unchecked",
                 )
             )
+        elif not (URL.match(_text(manifest)) or _text(manifest).startswith("/")):
+            problems.append(
+                (f"{at}.manifest", "not an absolute path on the controller or an http(s):// or file:// URL")
+            )
         if not SHA256.match(_text(digest)):
             problems.append(
                 (
@@ -95,6 +99,13 @@ def unverified(entries: Any) -> list[tuple[int, str]]:
     return [
         (i, str(e.get("name"))) for i, e in enumerate(entries) if isinstance(e, Mapping) and e.get("unverified") is True
     ]
+
+
+def verified(entries: Any) -> list[Mapping[str, Any]]:
+    """The entries staged with a manifest (all but ``unverified: true``): the models checked before each start."""
+    if not isinstance(entries, Sequence) or isinstance(entries, str):
+        return []
+    return [e for e in entries if isinstance(e, Mapping) and e.get("unverified") is not True]
 
 
 def served_entry(entries: Any, models_dir: str, served: str) -> Mapping[str, Any] | None:
