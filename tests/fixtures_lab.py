@@ -10,6 +10,7 @@ first converge and the no-op second one, and the Pulumi end-to-end test (tests/e
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,14 @@ import pytest
 
 from vllm_fleet.deploy.ansible import InventoryHost, PlaybookResult, run_playbook
 from vllm_fleet.lab import config
-from vllm_fleet.lab.stack import lab_role_vars
+from vllm_fleet.lab.ssh import ssh_argv
+from vllm_fleet.lab.stack import lab_fleet, lab_role_vars
 from vllm_fleet.vllm.check import find_vllm_python
 
 # No pytestmark here: pytest reads it only in test modules. The tests using these fixtures carry `lab` themselves.
 
+STAMP = Path("/var/lib/vllm-fleet/system.digest")
+"""Where a full converge records its system digest (playbooks/tasks/system-stamp-write.yml's default)."""
 LAB_HOSTS = 3
 """A canary, the host whose fault stops the rollout, and one that must stay untouched."""
 
@@ -66,6 +70,29 @@ def converge(site: Any, playbook: str = "site.yml", **extra: Any) -> PlaybookRes
     )
 
 
+def lab_stack_system_digests(site: Any) -> dict[str, str]:
+    """Per host, the system digest the Pulumi program computes for the lab stack (tests/e2e/test_pulumi_lab.py):
+    what a full converge records on the host, so that the program's next converge only rolls the server."""
+    from vllm_fleet.fleet.plan import system_digest
+    from vllm_fleet.fleet.spec import plan_fleet
+    from vllm_fleet.pulumi.program import converge_digest
+
+    plan = plan_fleet(lab_fleet(site.state, site.model_dir))
+    digest = converge_digest()
+    return {n.name: system_digest(digest, n, plan.role_vars) for n in plan.nodes}
+
+
 @pytest.fixture(scope="session")
 def first_converge(site: Any) -> PlaybookResult:
-    return converge(site)
+    """site.yml on every lab host. Then each host but the canary gets the record of this full converge that the
+    Pulumi program's own converge writes (its system digest of the lab stack: same roles, role variables, host
+    entry and vLLM release as this converge), so the Pulumi test's first `up` fully converges the canary (no
+    record) and only rolls the servers of the others (their record matches): both paths of one `up`."""
+    result = converge(site)
+    if result.ok:
+        digests = lab_stack_system_digests(site)
+        for h in site.state.hosts[1:]:
+            write = f"install -d -m 0700 {STAMP.parent} && umask 077 && printf '%s\\n' {digests[h.name]} > {STAMP}"
+            argv = ssh_argv(h.ip, Path(site.state.ssh_key), Path(site.state.known_hosts), write)
+            subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    return result

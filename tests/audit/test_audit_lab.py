@@ -86,50 +86,67 @@ def test_a_converged_fleet_audits_clean_and_changes_nothing(
 
 
 def test_each_drift_is_found_and_nothing_else(site: Any, lab_targets: list[Target], tmp_path: Path) -> None:
-    host = site.state.hosts[0]
-    name = host.name
+    """Drifts injected by hand, one per host at a time (two rounds: those that restart nothing, then those that
+    restart or stop the server): each host's failed checks are exactly its own drift's, a host with none has
+    none, and every drift undone audits clean again."""
+    first, second, third = (h.name for h in site.state.hosts)
+    ip = {h.name: h.ip for h in site.state.hosts}
     site_packages = "$(/opt/vllm/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"
-    drifts = [
-        (
-            "config edited on disk, not restarted",
-            "cp -p /etc/vllm/main.yaml /root/main.yaml.orig && "
-            "sed -i 's/^max-num-seqs: 8$/max-num-seqs: 6/' /etc/vllm/main.yaml",
-            {"VF-CFG-DISK", "VF-PROC-STALE"},
-            "cp -p /root/main.yaml.orig /etc/vllm/main.yaml",
-        ),
-        (
-            "a flag changed and restarted by hand",
-            "sed -i 's/^max-num-seqs: 8$/max-num-seqs: 6/' /etc/vllm/main.yaml && systemctl restart vllm-main",
-            {"VF-CFG-DISK", "VF-RUN-CONFIG:max-num-seqs"},
-            "cp -p /root/main.yaml.orig /etc/vllm/main.yaml && systemctl restart vllm-main",
-        ),
-        (
-            "the installed vLLM changed by hand",
-            f"sed -i 's/^Version: 0[.]32[.]0/Version: 0.32.1/' {site_packages}/vllm*.dist-info/METADATA",
-            {"VF-VER-PKG"},
-            f"sed -i 's/^Version: 0[.]32[.]1/Version: 0.32.0/' {site_packages}/vllm*.dist-info/METADATA",
-        ),
-        (
-            "a drop-in added to the unit",
-            "mkdir -p /etc/systemd/system/vllm-main.service.d && printf '[Service]\\nEnvironment=AUDIT_PROBE=1\\n'"
-            " > /etc/systemd/system/vllm-main.service.d/probe.conf && systemctl daemon-reload",
-            {"VF-UNIT-DROPIN"},
-            "rm -r /etc/systemd/system/vllm-main.service.d && systemctl daemon-reload",
-        ),
-        ("the service stopped", "systemctl stop vllm-main", {"VF-SVC-ACTIVE"}, "systemctl start vllm-main"),
+    version = f"{site_packages}/vllm*.dist-info/METADATA"
+    dropin = "/etc/systemd/system/vllm-main.service.d"
+    keep = "cp -p /etc/vllm/main.yaml /root/main.yaml.orig && "
+    six = "sed -i 's/^max-num-seqs: 8$/max-num-seqs: 6/' /etc/vllm/main.yaml"
+    rounds: list[dict[str, tuple[str, str, set[str], str]]] = [
+        {
+            first: (
+                "config edited on disk, not restarted",
+                keep + six,
+                {"VF-CFG-DISK", "VF-PROC-STALE"},
+                "cp -p /root/main.yaml.orig /etc/vllm/main.yaml",
+            ),
+            second: (
+                "the installed vLLM changed by hand",
+                f"sed -i 's/^Version: 0[.]32[.]0/Version: 0.32.1/' {version}",
+                {"VF-VER-PKG"},
+                f"sed -i 's/^Version: 0[.]32[.]1/Version: 0.32.0/' {version}",
+            ),
+            third: (
+                "a drop-in added to the unit",
+                f"mkdir -p {dropin} && printf '[Service]\\nEnvironment=AUDIT_PROBE=1\\n' > {dropin}/probe.conf"
+                " && systemctl daemon-reload",
+                {"VF-UNIT-DROPIN"},
+                f"rm -r {dropin} && systemctl daemon-reload",
+            ),
+        },
+        {
+            first: (
+                "a flag changed and restarted by hand",
+                keep + six + " && systemctl restart vllm-main",
+                {"VF-CFG-DISK", "VF-RUN-CONFIG:max-num-seqs"},
+                "cp -p /root/main.yaml.orig /etc/vllm/main.yaml && systemctl restart vllm-main",
+            ),
+            second: ("the service stopped", "systemctl stop vllm-main", {"VF-SVC-ACTIVE"}, "systemctl start vllm-main"),
+            third: ("nothing", "true", set(), "true"),
+        },
     ]
-    for i, (what, inject, expected, undo) in enumerate(drifts):
-        ssh(site, host.ip, inject)
-        if "VF-SVC-ACTIVE" not in expected:
-            wait_healthy(host.ip)
+    for i, drifts in enumerate(rounds):
+        for host, (_what, inject, _expected, _undo) in drifts.items():
+            ssh(site, ip[host], inject)
+        for host, (_what, _inject, expected, _undo) in drifts.items():
+            if "VF-SVC-ACTIVE" not in expected:
+                wait_healthy(ip[host])
         try:
             findings = run(site, lab_targets, tmp_path / str(i))
-            assert failed_checks(findings, name) == expected, (what, findings)
-            others = [h.name for h in site.state.hosts if h.name != name]
-            assert all(failed_checks(findings, o) == set() for o in others), (what, findings)
+            found = {host: failed_checks(findings, host) for host in drifts}
+            assert found == {host: expected for host, (_w, _i, expected, _u) in drifts.items()}, (
+                [what for what, *_ in drifts.values()],
+                findings,
+            )
         finally:
-            ssh(site, host.ip, undo)
-            wait_healthy(host.ip)
+            for host, (_what, _inject, _expected, undo) in drifts.items():
+                ssh(site, ip[host], undo)
+            for host in drifts:
+                wait_healthy(ip[host])
     assert run(site, lab_targets, tmp_path / "after") == {}  # every drift undone: clean again
 
 

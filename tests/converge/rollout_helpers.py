@@ -77,11 +77,12 @@ def assert_all_pass_smoke(site: Any, profiles: dict[str, DecodeProfile]) -> None
         assert result.exit_code == 0, (h.name, [(c.name, c.status, c.detail) for c in result.checks], result.reason)
 
 
-def rollout(site: Any, config: dict[str, Any], profile: DecodeProfile) -> PlaybookResult:
+def rollout(site: Any, config: dict[str, Any], profile: DecodeProfile, **extra: Any) -> PlaybookResult:
     # The profile the smoke gate judges against is given as data with the config, as the Pulumi program does.
     return converge(
         site,
         "rollout.yml",
         vllm_config=config,
         vllm_fleet_profile_data=profile.model_dump(mode="json", exclude_none=True),
+        **extra,
     )

@@ -1,16 +1,14 @@
 """Rollouts behind the lab's real router (Debian's HAProxy), a load client sending requests through it the whole
-time: a host cut off mid-rollout stops the rollout; the same rollout run again finishes it and drops no request; a
-rollout killed with SIGKILL after a host's restart resumes without restarting it twice, and leaves no host drained.
+time: a host cut off mid-rollout stops the rollout; the same rollout run again finishes it and drops no request. (A
+rollout killed with SIGKILL after a host's restart, resumed without restarting it twice and leaving no host drained,
+is tests/e2e/test_pulumi_lab.py's step 4: the controller crash kills ansible-playbook with `pulumi up`.)
 They run after every test that needs the lab profile on the hosts (tests/conftest.py orders them, in this file's
 order), so they leave the hosts on their new configs and need no rollout back."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,26 +40,6 @@ NEW_SEQS = 6
 """The rollout the cut stops and the next test finishes: the lab profile with max_num_seqs 6."""
 
 
-def ansible_playbook_groups() -> set[int]:
-    """Process groups of the ansible-playbook runs this test process started (ansible-runner gives each a session
-    of its own): only those, never a lab host's processes, which the controller sees too."""
-    me, groups = os.getpid(), set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            status = (proc / "status").read_text()
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), 0)
-        if ppid == me and b"ansible-playbook" in cmdline:
-            group = os.getpgid(int(proc.name))
-            if group != os.getpgid(0):
-                groups.add(group)
-    return groups
-
-
 def test_a_host_cut_off_mid_rollout_stops_it(first_converge: PlaybookResult, site: Any) -> None:
     assert first_converge.ok
     all_serving(site)
@@ -84,14 +62,16 @@ def test_a_host_cut_off_mid_rollout_stops_it(first_converge: PlaybookResult, sit
     watcher.start()
     try:
         # Two workers with a short timeout: a request in flight to the host when its cable goes is lost (that
-        # is the fault), and must not hold the client for the router's 300 s server timeout.
-        with LoadClient(site.router_url, MODEL, workers=2, timeout=20) as load:
+        # is the fault), and must not hold the client for the router's 300 s server timeout. Each pauses between
+        # requests, so the serving hosts idle between them (a spinning host slows the restart on 2 cores).
+        with LoadClient(site.router_url, MODEL, workers=2, timeout=20, pause=LOAD_PAUSE_S) as load:
             result = rollout(site, render(new).config, new)
             watcher.join()
             assert cut, "the canary was never seen restarting"
-            ok_at_cut = load.report.ok
-            time.sleep(6)  # the others keep serving through the router
-            assert load.report.ok > ok_at_cut, load.report
+            ok_at_cut, deadline = load.report.ok, time.monotonic() + 60
+            while load.report.ok <= ok_at_cut and time.monotonic() < deadline:
+                time.sleep(1)
+            assert load.report.ok > ok_at_cut, load.report  # the others keep serving through the router
         assert not result.ok
         assert result.count("dark", second.name) == 1, result.stats  # reported unreachable
         after_first = _ssh(site, first)
@@ -129,45 +109,3 @@ def test_rollout_behind_the_router_drops_no_request(first_converge: PlaybookResu
         assert journal(h)["phase"] == "done"
         state = router(site).state(name)
         assert (state.admin, state.operational) == ("ready", "up")
-
-
-def test_rollout_killed_after_a_restart_resumes_without_restarting_twice(
-    first_converge: PlaybookResult, site: Any
-) -> None:
-    assert first_converge.ok
-    all_serving(site)
-    first = site.state.hosts[0]
-    h = _ssh(site, first)
-    pid0 = main_pid(h)
-    new = with_max_num_seqs(5)
-    killed: dict[str, Any] = {}
-
-    def kill_after_restart() -> None:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if journal(h).get("phase") == "restarting" and main_pid(h) not in ("0", pid0):
-                killed["groups"] = ansible_playbook_groups()
-                for group in killed["groups"]:
-                    os.killpg(group, signal.SIGKILL)
-                killed["pid"] = main_pid(h)
-                killed["journal"] = journal(h)
-                return
-            time.sleep(0.3)
-
-    killer = threading.Thread(target=kill_after_restart)
-    killer.start()
-    interrupted = converge(site, "rollout.yml", vllm_config=render(new).config, vllm_fleet_hosts=first.name)
-    killer.join()
-    assert killed, "the rollout was never seen restarting the host"
-    assert killed["groups"], "no ansible-playbook of this test was found to kill"
-    assert not interrupted.ok
-    assert killed["journal"]["phase"] == "restarting"
-    assert router(site).state(first.name).admin == "drain"  # killed while out of the router
-
-    again = converge(site, "rollout.yml", vllm_config=render(new).config, vllm_fleet_hosts=first.name)
-    assert again.ok, again.stats
-    assert main_pid(h) == killed["pid"]  # the restart that already happened was verified, not repeated
-    assert journal(h)["phase"] == "done" and journal(h)["target"] == killed["journal"]["target"]
-    assert "max-num-seqs: 5" in config_of(h)
-    state = router(site).state(first.name)
-    assert (state.admin, state.operational) == ("ready", "up")  # no host left drained

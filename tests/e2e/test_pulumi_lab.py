@@ -21,6 +21,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.converge.rollout_helpers import router
 from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.lab.stack import lab_fleet
 
@@ -161,8 +162,17 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     assert "knownHostsFile" not in stack_file and api_key not in stack_file  # nothing the docs do not show
     log: list[str] = []
 
-    # 1. First `pulumi up`: every host converged and smoke-gated, ending serving (now behind the API key).
+    # 1. First `pulumi up`: every host converged and smoke-gated, ending serving (now behind the API key). The
+    #    canary has no record of a full converge: it gets one, which records it. The others' records (the lab's
+    #    first converge wrote the digest this program computes) match: only their servers are rolled.
+    stamp = "stat -c '%Y %s' /var/lib/vllm-fleet/system.digest 2>/dev/null || echo none"
+    canary, *others = site.state.hosts
+    assert ssh(site, canary.ip, stamp).strip() == "none"
+    recorded = {h.name: ssh(site, h.ip, stamp) for h in others}
+    assert all(r.split()[1] == "65" for r in recorded.values()), recorded  # a sha256 and a newline
     first = cli.up(log)
+    assert ssh(site, canary.ip, stamp).split()[1] == "65"  # the full converge recorded itself
+    assert {h.name: ssh(site, h.ip, stamp) for h in others} == recorded  # no full converge on the others
     assert first.get("create", 0) > 0, first
     nodes = json.loads(cli.run("stack", "output", "nodes", "--json").stdout)
     assert [n["host"] for n in nodes] == [h.name for h in site.state.hosts]
@@ -178,9 +188,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     # 3. A profile change on one host re-converges only that host, and only its server: the host's record of its
     #    last full converge (the driver, toolkit and vLLM install) matches, so those are skipped, not re-checked.
     second = site.state.hosts[1]
-    stamp = "stat -c '%Y %s' /var/lib/vllm-fleet/system.digest"
     full_converge = ssh(site, second.ip, stamp)
-    assert full_converge.split()[1] == "65", full_converge  # a sha256 and a newline, written by the first up
     fleet["hosts"][1]["overrides"] = {"scheduler": {"max_num_seqs": 6}}
     cli.write_fleet(fleet)
     one = cli.up(log)
@@ -190,15 +198,16 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     first_host = site.state.hosts[0]
     assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")
 
-    # 4. `pulumi up` killed with SIGKILL (with everything it started) once the third host runs its new server,
-    #    as a controller crash would: the next `up` is refused by the lock the dead run left, `pulumi cancel`
-    #    removes it, and the `up` after that finishes the rollout without a second restart of that host.
+    # 4. `pulumi up` killed with SIGKILL (with everything it started: ansible-playbook too) once the third host
+    #    runs its new server, out of the router, as a controller crash would: the next `up` is refused by the
+    #    lock the dead run left, `pulumi cancel` removes it, and the `up` after that finishes the rollout without a
+    #    second restart of that host and puts it back in the router.
     third = site.state.hosts[2]
     pid0 = main_pid(site, third.ip)
     fleet["hosts"][2]["overrides"] = {"scheduler": {"max_num_seqs": 7}}
     cli.write_fleet(fleet)
     run = cli.start("up", "--yes", "--skip-preview", "--color", "never")
-    deadline, killed = time.monotonic() + 600, {}
+    deadline, killed = time.monotonic() + 600, dict[str, Any]()
     while time.monotonic() < deadline and run.poll() is None:
         state = journal(site, third.ip)
         pid = main_pid(site, third.ip)
@@ -209,6 +218,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
         time.sleep(0.3)
     assert killed, f"the up was never seen restarting {third.name}: {run.communicate()[0][-3000:]}"
     assert killed["journal"]["phase"] == "restarting"
+    assert router(site).state(third.name).admin == "drain"  # killed while out of the router
     locked = cli.run("up", "--yes", "--skip-preview", "--color", "never", check=False)
     assert locked.returncode != 0 and "pulumi cancel" in locked.stderr + locked.stdout, locked.stderr[-2000:]
     assert main_pid(site, third.ip) == killed["pid"]  # the refused run touched nothing
@@ -219,6 +229,8 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     after = journal(site, third.ip)
     assert after["phase"] == "done" and after["target"] == killed["journal"]["target"]
     assert "max-num-seqs: 7" in ssh(site, third.ip, "cat /etc/vllm/main.yaml")
+    back = router(site).state(third.name)
+    assert (back.admin, back.operational) == ("ready", "up")  # no host left drained
     assert set(cli.up(log)) == {"same"}  # state and hosts agree: nothing left pending
 
     # 5. A bad profile on the first batch (the canary) fails the update; the next batch is not touched; the node

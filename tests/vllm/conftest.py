@@ -45,3 +45,22 @@ def healthy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
     log = Path(tmp_path_factory.mktemp("vllm")) / "serve.log"
     with serve(prof, log=log) as url:
         yield url, prof
+
+
+def ngram_profile() -> DecodeProfile:
+    """The lab profile with n-gram speculation (draft tokens from the prompt, no draft model)."""
+    return lab_profile(
+        speculative={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1},
+        slo={"min_spec_acceptance_rate": 0.0},
+    )
+
+
+@pytest.fixture(scope="session")
+def ngram_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, DecodeProfile]]:
+    """One server with n-gram speculation for the session: the smoke test's acceptance check and the bench's TPOT
+    read it (each reads its own requests' figures, never totals since start)."""
+    from vllm_fleet.lab.local_vllm import serve
+
+    prof = ngram_profile()
+    with serve(prof, log=Path(tmp_path_factory.mktemp("vllm")) / "serve.log") as url:
+        yield url, prof

@@ -92,14 +92,10 @@ def test_client_figures_agree_with_vllm_bench_serve(fine_server: tuple[str, Deco
     assert bucket.lower_s < bucket.upper_s
 
 
-def test_with_speculation_tpot_is_the_per_token_time(tmp_path: Path) -> None:
+def test_with_speculation_tpot_is_the_per_token_time(ngram_server: tuple[str, DecodeProfile]) -> None:
     # ngram drafting: a step may accept several tokens, and one stream chunk then carries them all.
-    prof = lab_profile(
-        speculative={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1},
-        slo={"min_spec_acceptance_rate": 0.0},
-    )
-    with serve(prof, log=tmp_path / "serve.log") as url:
-        (one,) = sweep(url, prof, [1], max_tokens=64, requests_per_client=1).levels
+    url, prof = ngram_server
+    (one,) = sweep(url, prof, [1], max_tokens=64, requests_per_client=1).levels
     # Measured: 64 tokens in 45 engine ITL observations and 31 chunks. Fewer chunk gaps than tokens after the
     # first: the chunk gap is no per-token figure; TPOT spreads the same span over the tokens.
     assert one.server["itl"].observations < one.completion_tokens - 1

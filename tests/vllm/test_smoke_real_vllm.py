@@ -60,13 +60,9 @@ def test_down_endpoint_cannot_be_checked() -> None:
     assert cli.exit_code == 2
 
 
-def test_ngram_speculation_reports_real_acceptance(tmp_path: Path) -> None:
-    prof = lab_profile(
-        speculative={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1},
-        slo={"min_spec_acceptance_rate": 0.0},
-    )
-    with serve(prof, log=tmp_path / "serve.log") as url:
-        result = smoke(url, prof, timeout_s=30, max_tokens=64)
+def test_ngram_speculation_reports_real_acceptance(ngram_server: tuple[str, DecodeProfile]) -> None:
+    url, prof = ngram_server
+    result = smoke(url, prof, timeout_s=30, max_tokens=64)
     check = next(c for c in result.checks if c.name == "spec_acceptance")
     assert check.status == "pass", check.detail
     drafted = float(check.detail.split(" accepted / ")[1].split(" drafted")[0])

@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from vllm_fleet.project.digest import json_digest
+
 if TYPE_CHECKING:
     from vllm_fleet.profiles.loader import Problem
 
@@ -45,6 +47,14 @@ class NodeSpec:
     config_hash: str
     """sha256 of the exact config file the host gets."""
     endpoint: str
+
+
+def system_digest(converge_digest: str, node: NodeSpec, role_vars: dict[str, Any]) -> str:
+    """Everything a host's full converge depends on but the server's own config: the converge's files, the host
+    entry less its profile and overrides, the vLLM release and the role variables. A host whose last full converge
+    recorded this digest (playbooks/tasks/system-stamp-write.yml) only has its server rolled."""
+    host = {k: v for k, v in node.host.items() if k not in ("profile", "overrides")}
+    return json_digest([converge_digest, host, node.vllm_version, role_vars])
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import pulumi
 import yaml
 from pulumi_command.local import Command
 
-from vllm_fleet.fleet.plan import ConvergeInput, NodeSpec
+from vllm_fleet.fleet.plan import ConvergeInput, NodeSpec, system_digest
 from vllm_fleet.project.digest import json_digest
 from vllm_fleet.project.paths import project_root
 from vllm_fleet.pulumi.names import GPU_NODE_TYPE, node_step_name, pause_name
@@ -120,14 +120,7 @@ class GpuNode(pulumi.ComponentResource):
 
         # Everything but the server's own config: when a host reports this digest from its last full converge,
         # the converge only rolls the server (playbooks/site.yml skips the driver, toolkit and vLLM install).
-        system = json_digest(
-            [
-                args.converge_digest,
-                {k: v for k, v in node.host.items() if k not in ("profile", "overrides")},
-                node.vllm_version,
-                args.role_vars,
-            ]
-        )
+        system = system_digest(args.converge_digest, node, args.role_vars)
         converge_input = ConvergeInput.of(node, args.role_vars, system_digest=system)
         self.inputs_digest = json_digest([args.converge_digest, converge_input.as_dict()])
         """What a converge of this node depends on: it changes exactly when the converge runs again."""
