@@ -1,9 +1,10 @@
-"""Rollouts behind the lab's real router (Debian's HAProxy), a load client sending requests through it the whole
-time: a host cut off mid-rollout stops the rollout; the same rollout run again finishes it and drops no request. (A
-rollout killed with SIGKILL after a host's restart, resumed without restarting it twice and leaving no host drained,
-is tests/e2e/test_pulumi_lab.py's step 4: the controller crash kills ansible-playbook with `pulumi up`.)
-They run after every test that needs the lab profile on the hosts (tests/conftest.py orders them, in this file's
-order), so they leave the hosts on their new configs and need no rollout back."""
+"""Rollouts behind the lab's real router (Debian's HAProxy), a load client sending requests through it the whole time:
+a host cut off mid-rollout stops the rollout; the same rollout run again finishes it and drops no request, and the
+values it carries (spaces, quotes, `%`, `$`, unicode) reach every server exactly. (A rollout killed with SIGKILL
+after a host's restart, resumed without restarting it twice and leaving no host drained, is
+tests/e2e/test_pulumi_lab.py's step 3: the controller crash kills ansible-playbook with `pulumi up`.) They run after
+every test that needs the lab profile on the hosts (tests/conftest.py orders them, in this file's order), so they
+leave the hosts on their new configs and need no rollout back."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from tests.converge.rollout_helpers import (
     LOAD_PAUSE_S,
     MODEL,
+    UNIT,
     _ssh,
     all_serving,
     assert_all_pass_smoke,
@@ -38,6 +40,22 @@ pytestmark = pytest.mark.lab
 
 NEW_SEQS = 6
 """The rollout the cut stops and the next test finishes: the lab profile with max_num_seqs 6."""
+NOTE = 'say "héllo" — 100% ok, $HOME stays literal'
+SCRATCH = "/srv/données partagées"
+VALUES: dict[str, Any] = {
+    "vllm_service_environment": {"VLLM_FLEET_NOTE": NOTE, "VLLM_FLEET_EMPTY": ""},
+    "vllm_service_read_write_paths": [f"-{SCRATCH}"],
+}
+"""What that rollout also carries: legitimate values with spaces, quotes, `%`, `$` and unicode. The trust boundary
+refuses syntax, not text: they pass through Ansible (as data) and the unit (quoted for systemd) to the server."""
+
+
+def assert_values_reach_the_server(h: Any) -> None:
+    pid = main_pid(h)
+    environ = h.run(f"tr '\\0' '\\n' < /proc/{pid}/environ").stdout.splitlines()
+    for name, value in VALUES["vllm_service_environment"].items():
+        assert f"{name}={value}" in environ, [e for e in environ if e.startswith("VLLM_FLEET")]
+    assert SCRATCH in h.run(f"systemctl show -p ReadWritePaths --value {UNIT}").stdout
 
 
 def test_a_host_cut_off_mid_rollout_stops_it(first_converge: PlaybookResult, site: Any) -> None:
@@ -65,7 +83,7 @@ def test_a_host_cut_off_mid_rollout_stops_it(first_converge: PlaybookResult, sit
         # is the fault), and must not hold the client for the router's 300 s server timeout. Each pauses between
         # requests, so the serving hosts idle between them (a spinning host slows the restart on 2 cores).
         with LoadClient(site.router_url, MODEL, workers=2, timeout=20, pause=LOAD_PAUSE_S) as load:
-            result = rollout(site, render(new).config, new)
+            result = rollout(site, render(new).config, new, **VALUES)
             watcher.join()
             assert cut, "the canary was never seen restarting"
             ok_at_cut, deadline = load.report.ok, time.monotonic() + 60
@@ -76,6 +94,7 @@ def test_a_host_cut_off_mid_rollout_stops_it(first_converge: PlaybookResult, sit
         assert result.count("dark", second.name) == 1, result.stats  # reported unreachable
         after_first = _ssh(site, first)
         assert f"max-num-seqs: {NEW_SEQS}" in config_of(after_first) and journal(after_first)["phase"] == "done"
+        assert_values_reach_the_server(after_first)
         assert snapshot(site, [third])[third.name] == before[third.name]  # the batch after the cut never started
     finally:
         network.set_host_link(second.index, up=True)
@@ -87,7 +106,7 @@ def test_a_host_cut_off_mid_rollout_stops_it(first_converge: PlaybookResult, sit
 def test_rollout_behind_the_router_drops_no_request(first_converge: PlaybookResult, site: Any) -> None:
     """The rollout the cut stopped, run again: every host not yet on the new config restarts, one at a time,
     behind the router, and not one request fails; a host already on it (the canary that finished) is not
-    restarted. Alone (no cut before it), every host restarts."""
+    restarted. Alone (no cut before it), every host restarts. Every host then runs the rollout's VALUES exactly."""
     assert first_converge.ok
     all_serving(site)
     hosts = {h.name: _ssh(site, h) for h in site.state.hosts}
@@ -95,7 +114,7 @@ def test_rollout_behind_the_router_drops_no_request(first_converge: PlaybookResu
     moved = {name for name, h in hosts.items() if f"max-num-seqs: {NEW_SEQS}" in config_of(h)}
     assert len(moved) < len(hosts) - 1, moved  # at least two hosts to roll: the load must cross a restart
     with LoadClient(site.router_url, MODEL, pause=LOAD_PAUSE_S) as load:
-        result = converge(site, "rollout.yml", vllm_config=render(with_max_num_seqs(NEW_SEQS)).config)
+        result = converge(site, "rollout.yml", vllm_config=render(with_max_num_seqs(NEW_SEQS)).config, **VALUES)
     assert result.ok, result.stats
     report = load.report
     assert report.failed == [], report.failed[:5]
@@ -107,5 +126,6 @@ def test_rollout_behind_the_router_drops_no_request(first_converge: PlaybookResu
         else:
             assert main_pid(h) != before[name], name  # restarted on the new config
         assert journal(h)["phase"] == "done"
+        assert_values_reach_the_server(h)
         state = router(site).state(name)
         assert (state.admin, state.operational) == ("ready", "up")

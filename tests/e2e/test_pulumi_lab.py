@@ -1,7 +1,7 @@
 """Plain `pulumi up` — the CLI a user types, not the wrapper — with the real engine, on a stack written exactly as
 docs/pulumi.md shows (the fleet in `Pulumi.<stack>.yaml`, a pinned `host_key` per host, the secrets set with
 `pulumi config set --secret`), against the lab: converge + smoke gate per host, no-op re-run, a profile change
-that touches one host, `pulumi up` killed with SIGKILL mid-rollout and run again (after `pulumi cancel`), a failing
+that touches one host (its `pulumi up` killed with SIGKILL mid-rollout and run again after `pulumi cancel`), a failing
 batch that stops the rollout, no secret in state or logs, destroy."""
 
 from __future__ import annotations
@@ -187,53 +187,47 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
 
     # 3. A profile change on one host re-converges only that host, and only its server: the host's record of its
     #    last full converge (the driver, toolkit and vLLM install) matches, so those are skipped, not re-checked.
-    second = site.state.hosts[1]
+    #    That `pulumi up` is killed with SIGKILL (with everything it started: ansible-playbook too) once the host
+    #    runs its new server, out of the router, as a controller crash would: the next `up` is refused by the lock
+    #    the dead run left, `pulumi cancel` removes it, and the `up` after that finishes the rollout without a
+    #    second restart of that host and puts it back in the router. No other host is touched.
+    first_host, second, third = site.state.hosts
     full_converge = ssh(site, second.ip, stamp)
+    others = {h.name: main_pid(site, h.ip) for h in (first_host, third)}
+    pid0 = main_pid(site, second.ip)
     fleet["hosts"][1]["overrides"] = {"scheduler": {"max_num_seqs": 6}}
-    cli.write_fleet(fleet)
-    one = cli.up(log)
-    assert one.get("update") == 2, one  # that host's converge and smoke gate
-    assert "max-num-seqs: 6" in ssh(site, second.ip, "cat /etc/vllm/main.yaml")
-    assert ssh(site, second.ip, stamp) == full_converge  # no full converge ran: only the server was rolled
-    first_host = site.state.hosts[0]
-    assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")
-
-    # 4. `pulumi up` killed with SIGKILL (with everything it started: ansible-playbook too) once the third host
-    #    runs its new server, out of the router, as a controller crash would: the next `up` is refused by the
-    #    lock the dead run left, `pulumi cancel` removes it, and the `up` after that finishes the rollout without a
-    #    second restart of that host and puts it back in the router.
-    third = site.state.hosts[2]
-    pid0 = main_pid(site, third.ip)
-    fleet["hosts"][2]["overrides"] = {"scheduler": {"max_num_seqs": 7}}
     cli.write_fleet(fleet)
     run = cli.start("up", "--yes", "--skip-preview", "--color", "never")
     deadline, killed = time.monotonic() + 600, dict[str, Any]()
     while time.monotonic() < deadline and run.poll() is None:
-        state = journal(site, third.ip)
-        pid = main_pid(site, third.ip)
+        state = journal(site, second.ip)
+        pid = main_pid(site, second.ip)
         if state.get("phase") == "restarting" and pid not in ("0", pid0):
             crash(run)
-            killed = {"pid": pid, "journal": journal(site, third.ip)}
+            killed = {"pid": pid, "journal": journal(site, second.ip)}
             break
         time.sleep(0.3)
-    assert killed, f"the up was never seen restarting {third.name}: {run.communicate()[0][-3000:]}"
+    assert killed, f"the up was never seen restarting {second.name}: {run.communicate()[0][-3000:]}"
     assert killed["journal"]["phase"] == "restarting"
-    assert router(site).state(third.name).admin == "drain"  # killed while out of the router
+    assert router(site).state(second.name).admin == "drain"  # killed while out of the router
     locked = cli.run("up", "--yes", "--skip-preview", "--color", "never", check=False)
     assert locked.returncode != 0 and "pulumi cancel" in locked.stderr + locked.stdout, locked.stderr[-2000:]
-    assert main_pid(site, third.ip) == killed["pid"]  # the refused run touched nothing
+    assert main_pid(site, second.ip) == killed["pid"]  # the refused run touched nothing
     cli.run("cancel", "--yes")
     resumed = cli.up(log)
-    assert resumed.get("update", 0) >= 1, resumed
-    assert main_pid(site, third.ip) == killed["pid"]  # the restart that happened was verified, not repeated
-    after = journal(site, third.ip)
+    assert resumed.get("update", 0) in (1, 2), resumed  # that host's converge (and its smoke gate), nothing else
+    assert main_pid(site, second.ip) == killed["pid"]  # the restart that happened was verified, not repeated
+    after = journal(site, second.ip)
     assert after["phase"] == "done" and after["target"] == killed["journal"]["target"]
-    assert "max-num-seqs: 7" in ssh(site, third.ip, "cat /etc/vllm/main.yaml")
-    back = router(site).state(third.name)
+    assert "max-num-seqs: 6" in ssh(site, second.ip, "cat /etc/vllm/main.yaml")
+    assert ssh(site, second.ip, stamp) == full_converge  # no full converge ran: only the server was rolled
+    back = router(site).state(second.name)
     assert (back.admin, back.operational) == ("ready", "up")  # no host left drained
+    assert {h.name: main_pid(site, h.ip) for h in (first_host, third)} == others  # the others not restarted
+    assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")
     assert set(cli.up(log)) == {"same"}  # state and hosts agree: nothing left pending
 
-    # 5. A bad profile on the first batch (the canary) fails the update; the next batch is not touched; the node
+    # 4. A bad profile on the first batch (the canary) fails the update; the next batch is not touched; the node
     #    keeps serving.
     before_pid = ssh(site, first_host.ip, f"systemctl show -p MainPID --value {UNIT}").strip()
     #    The planner takes a model path it cannot see (the weights are the host's); the host has no such model, so
@@ -251,7 +245,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     assert ssh(site, first_host.ip, f"systemctl is-active {UNIT}").strip() == "active"
     assert before_pid  # it was serving before
 
-    # 6. No secret in plain text: the state files the backend keeps (current, history, backups) and everything
+    # 5. No secret in plain text: the state files the backend keeps (current, history, backups) and everything
     #    the engine printed or logged, and the stack file in the project.
     state_text = (
         "".join(
@@ -271,7 +265,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
         assert api_key not in haystack
         assert key_body not in haystack
 
-    # 7. Destroy: services stopped and disabled, nothing of the node's config left; disks untouched.
+    # 6. Destroy: services stopped and disabled, nothing of the node's config left; disks untouched.
     fleet["hosts"][0]["overrides"] = {}
     cli.write_fleet(fleet)
     cli.run("destroy", "--yes", "--skip-preview", "--color", "never")
