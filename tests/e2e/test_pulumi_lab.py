@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from tests.converge.rollout_helpers import router
+from tests.fixtures_lab import STAMP
 from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.lab.stack import lab_fleet
 
@@ -165,7 +166,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     # 1. First `pulumi up`: every host converged and smoke-gated, ending serving (now behind the API key). The
     #    canary has no record of a full converge: it gets one, which records it. The others' records (the lab's
     #    first converge wrote the digest this program computes) match: only their servers are rolled.
-    stamp = "stat -c '%Y %s' /var/lib/vllm-fleet/system.digest 2>/dev/null || echo none"
+    stamp = f"stat -c '%Y %s' {STAMP} 2>/dev/null || echo none"
     canary, *others = site.state.hosts
     assert ssh(site, canary.ip, stamp).strip() == "none"
     recorded = {h.name: ssh(site, h.ip, stamp) for h in others}
@@ -193,7 +194,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     #    second restart of that host and puts it back in the router. No other host is touched.
     first_host, second, third = site.state.hosts
     full_converge = ssh(site, second.ip, stamp)
-    others = {h.name: main_pid(site, h.ip) for h in (first_host, third)}
+    untouched = {h.name: main_pid(site, h.ip) for h in (first_host, third)}
     pid0 = main_pid(site, second.ip)
     fleet["hosts"][1]["overrides"] = {"scheduler": {"max_num_seqs": 6}}
     cli.write_fleet(fleet)
@@ -223,7 +224,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     assert ssh(site, second.ip, stamp) == full_converge  # no full converge ran: only the server was rolled
     back = router(site).state(second.name)
     assert (back.admin, back.operational) == ("ready", "up")  # no host left drained
-    assert {h.name: main_pid(site, h.ip) for h in (first_host, third)} == others  # the others not restarted
+    assert {h.name: main_pid(site, h.ip) for h in (first_host, third)} == untouched  # the others not restarted
     assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")
     assert set(cli.up(log)) == {"same"}  # state and hosts agree: nothing left pending
 
