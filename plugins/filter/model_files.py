@@ -18,7 +18,7 @@ except ImportError:  # ansible-playbook from another interpreter: use this check
 
 from vllm_fleet.models.manifest import model_file_problems as _model_file_problems
 from vllm_fleet.models.manifest import summary
-from vllm_fleet.models.staging import verified
+from vllm_fleet.models.staging import manifest_source, verified
 
 
 def model_file_problems(manifest_b64: str, manifest_sha256: str, listing_b64: str) -> list[str]:
@@ -37,10 +37,16 @@ def verified_models(entries: Any) -> list[Any]:
     return [dict(e) for e in verified(entries)]
 
 
+def model_manifest_source(entry: Any) -> str:
+    """``vllm_model | model_manifest_source``: ``none``, ``mirror`` or ``controller`` (vllm_fleet.models.staging)."""
+    return manifest_source(entry)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "model_file_problems": model_file_problems,
             "model_problems_summary": model_problems_summary,
             "verified_models": verified_models,
+            "model_manifest_source": model_manifest_source,
         }

@@ -33,12 +33,11 @@ _TASKS = {
     ),
     "roles/vllm_service/tasks/restart.yml": (
         "- name: Drain\n  ansible.builtin.include_tasks: drain.yml\n"
-        "- name: Journal\n  ansible.builtin.include_tasks: journal.yml\n"
+        "- name: Journal restarting\n  ansible.builtin.debug: {msg: j}\n"
         "- name: Health\n  ansible.builtin.include_tasks: health.yml\n"
         "- name: Smoke\n  ansible.builtin.include_tasks: '{{ playbook_dir }}/tasks/smoke.yml'\n"
     ),
     "roles/vllm_service/tasks/drain.yml": "- name: Wait until idle\n  ansible.builtin.debug: {msg: drain}\n",
-    "roles/vllm_service/tasks/journal.yml": "- name: Journal restarting\n  ansible.builtin.debug: {msg: j}\n",
     "roles/vllm_service/tasks/health.yml": "- name: Wait for health\n  ansible.builtin.debug: {msg: up}\n",
     "tasks/smoke.yml": "- name: Run vllm-fleet smoke\n  ansible.builtin.debug: {msg: smoke}\n",
 }
@@ -93,7 +92,7 @@ def test_a_real_converge_run_names_its_activities_in_order(tmp_path: Path) -> No
         "restarting, waiting for health",
         "smoke test",
     ]
-    # The journal's task kept "draining" (no write for it); the file holds the last one.
+    # The journal's task (in restart.yml) kept "draining" (no write for it); the file holds the last one.
     assert json.loads((out / "node-1.json").read_text()) == {"activity": "smoke test", "since": 1000.0}
     assert read_activities(out) == {"node-1": ("smoke test", 1000.0)}
     assert [p.name for p in out.iterdir()] == ["node-1.json"]  # no scratch file left beside it
@@ -104,7 +103,7 @@ def test_a_real_converge_run_names_its_activities_in_order(tmp_path: Path) -> No
     [
         {"event": "runner_on_ok", "event_data": {"role": "vllm", "task_path": "/r/roles/vllm/tasks/main.yml:3"}},
         {"event": "runner_on_start", "event_data": {"role": "other", "task_path": "/x/drain.yml:1"}},
-        {"event": "runner_on_start", "event_data": {"role": "vllm_service", "task_path": "/r/journal.yml:2"}},
+        {"event": "runner_on_start", "event_data": {"role": "vllm_service", "task_path": "/r/restart.yml:12"}},
         {"event": "runner_on_start", "event_data": {}},
         {"event": "runner_on_start"},
     ],

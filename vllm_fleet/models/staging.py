@@ -108,6 +108,14 @@ def verified(entries: Any) -> list[Mapping[str, Any]]:
     return [e for e in entries if isinstance(e, Mapping) and e.get("unverified") is not True]
 
 
+def manifest_source(entry: Any) -> str:
+    """Where the role takes an entry's manifest from: ``none`` (``unverified: true``), ``mirror`` (an http(s):// or
+    file:// URL, fetched by the host) or ``controller`` (a path, checked and copied from the controller)."""
+    if not isinstance(entry, Mapping) or entry.get("unverified") is True:
+        return "none"
+    return "mirror" if URL.match(_text(entry.get("manifest"))) else "controller"
+
+
 def served_entry(entries: Any, models_dir: str, served: str) -> Mapping[str, Any] | None:
     """The entry that stages the directory a server serves (``<models_dir>/<name>``), if one does."""
     if not isinstance(entries, Sequence) or isinstance(entries, str):
