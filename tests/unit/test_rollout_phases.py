@@ -112,6 +112,20 @@ def test_other_events_keep_the_activity(event: dict[str, Any]) -> None:
     assert activity_of(event) is None
 
 
+@pytest.mark.parametrize(
+    ("task_path", "activity"),
+    [
+        ("/p/roles/vllm/tasks/wait.yml:7", "waiting for the vLLM install (background)"),
+        ("/p/roles/vllm/tasks/install-finish.yml:3", "installing vLLM"),
+        ("/p/roles/vllm/tasks/pip-step.yml:60", "installing vLLM"),
+    ],
+)
+def test_the_wait_for_the_background_install_says_so(task_path: str, activity: str) -> None:
+    """site.yml waits for the background pip inside the driver's reboot hook: the host is waiting, not installing."""
+    event = {"event": "runner_on_start", "event_data": {"role": "vllm", "task_path": task_path}}
+    assert activity_of(event) == activity
+
+
 def test_a_host_name_that_is_not_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not an inventory host name"):
         PhaseWriter(tmp_path, "../etc/passwd")

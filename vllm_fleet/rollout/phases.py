@@ -32,6 +32,12 @@ ROLE_ACTIVITY = {
 }
 """Roles that are one activity each."""
 
+TASK_FILE_ACTIVITY = {
+    ("vllm", "wait.yml"): "waiting for the vLLM install (background)",
+}
+"""Task files of those roles that are an activity of their own: site.yml waits for the background pip install
+from inside the NVIDIA driver's reboot hook and before the server, minutes in which no role installs anything."""
+
 SERVICE_ACTIVITY = {
     "main.yml": "writing the config (checked by the installed vLLM)",
     "drain.yml": "draining",
@@ -51,6 +57,8 @@ def activity_of(event: Mapping[str, Any]) -> str | None:
     data = event.get("event_data") or {}
     role = str(data.get("role") or "")
     task_file = PurePosixPath(str(data.get("task_path") or "").rpartition(":")[0]).name
+    if (role, task_file) in TASK_FILE_ACTIVITY:
+        return TASK_FILE_ACTIVITY[(role, task_file)]
     if role in ROLE_ACTIVITY:
         return ROLE_ACTIVITY[role]
     if role == "vllm_service" or (not role and task_file == "smoke.yml"):
