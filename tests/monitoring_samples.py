@@ -182,6 +182,7 @@ class SampleNode:
             profile_data=p.model_dump(mode="json", exclude_none=True),
             vllm_version=VERSION,
             config_hash=f"{self.index:064x}",
+            sentinel_target=f"10.0.0.{self.index + 10}:9180",
         )
 
 
@@ -229,7 +230,33 @@ def input_series(nodes: list[SampleNode], steps: int, load: bool = True) -> list
         for r in rows:
             values = f"{_num(r.start)}+{_num(r.step)}x{steps}" if r.step else f"{_num(r.start)}x{steps}"
             out.append({"series": _series(r.name, {**r.labels, **target}), "values": values})
+        out += _sentinel_series(t, {**target, "job": mseries.SENTINEL_JOB, "instance": str(n.sentinel_target)},
+                                steps, load, is_down)  # fmt: skip
     return out
+
+
+WEDGED = "slow"
+"""The node whose sentinel holds its engine wedged (3 requests in flight) and whose watchdog restarts it once a
+minute; CORDONED's sentinel reports a cordon; the down node's sentinel is down with it."""
+WEDGED_IN_FLIGHT = 3
+CORDONED = "kvfull"
+
+
+def _sentinel_series(
+    t: SampleNode, labels: dict[str, str], steps: int, load: bool, is_down: bool
+) -> list[dict[str, str]]:
+    """What a node's sentinel exports (roles/vllm_service/files/vllm_sentinel.py), per scenario under load."""
+    wedged = load and t.name == WEDGED
+    cordoned = load and t.name == CORDONED
+    values = {
+        "up": f"{0 if is_down else 1}x{steps}",
+        "vllm_fleet_engine_wedged": f"{int(wedged)}x{steps}",
+        "vllm_fleet_engine_in_flight": f"{WEDGED_IN_FLIGHT if wedged else 0}x{steps}",
+        "vllm_fleet_engine_ready": f"{int(not (wedged or cordoned))}x{steps}",
+        "vllm_fleet_node_cordoned": f"{int(cordoned)}x{steps}",
+        "vllm_fleet_watchdog_restarts_total": f"0+1x{steps}" if wedged else f"0x{steps}",
+    }
+    return [{"series": _series(name, labels), "values": v} for name, v in values.items()]
 
 
 def _series(name: str, labels: dict[str, str]) -> str:

@@ -24,7 +24,7 @@ from vllm_fleet.monitoring.buckets import le_matcher, slo_bucket
 from vllm_fleet.monitoring.drift import desired_labels
 from vllm_fleet.monitoring.rules import FLEET_FILE, release_file, rule_set
 from vllm_fleet.monitoring.signals import release_metrics
-from vllm_fleet.monitoring.targets import TARGETS_FILE
+from vllm_fleet.monitoring.targets import SENTINEL_TARGETS_FILE, TARGETS_FILE
 from vllm_fleet.probes.smoke_checks import cache_config_expectations
 from vllm_fleet.profiles.model import CacheConfig
 from vllm_fleet.vllm import metrics_table
@@ -151,11 +151,19 @@ def test_targets_carry_the_labels_and_no_key(tmp_path: Path) -> None:
     assert set(first["labels"]) == set(mseries.TARGET_LABELS)
     assert first["labels"]["host"] == "ok" and first["labels"]["vllm_version"] == "0.32.0"
     config = yaml.safe_load((out / "prometheus.yml").read_text())
-    (job,) = config["scrape_configs"]
+    job, sentinel = config["scrape_configs"]
     assert job["job_name"] == mseries.JOB and job["file_sd_configs"] == [{"files": [f"targets/{TARGETS_FILE}"]}]
-    assert not {"authorization", "bearer_token", "bearer_token_file", "basic_auth", "oauth2"} & set(job)
-    text = (out / "targets" / TARGETS_FILE).read_text().lower()
-    assert not any(k in text for k in ("key", "token", "bearer", "password")), text
+    assert sentinel["job_name"] == mseries.SENTINEL_JOB
+    assert sentinel["file_sd_configs"] == [{"files": [f"targets/{SENTINEL_TARGETS_FILE}"]}]
+    for j in (job, sentinel):
+        assert not {"authorization", "bearer_token", "bearer_token_file", "basic_auth", "oauth2"} & set(j)
+    # Each node's sentinel, on its own port, with the node's labels: the sentinel alerts join on them.
+    sentinels = json.loads((out / "targets" / SENTINEL_TARGETS_FILE).read_text())
+    assert [g["labels"] for g in sentinels] == [g["labels"] for g in groups]
+    assert sentinels[0]["targets"] == ["10.0.0.10:9180"]
+    for name in (TARGETS_FILE, SENTINEL_TARGETS_FILE):
+        text = (out / "targets" / name).read_text().lower()
+        assert not any(k in text for k in ("key", "token", "bearer", "password")), text
 
 
 def test_metrics_path_is_not_behind_the_api_key() -> None:

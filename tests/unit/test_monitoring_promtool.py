@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.monitoring_samples import SampleNode, fleet, input_series
+from tests.monitoring_samples import CORDONED, WEDGED, WEDGED_IN_FLIGHT, SampleNode, fleet, input_series
 from vllm_fleet.monitoring import scopes_of, write_monitoring
 from vllm_fleet.monitoring import series as mseries
 from vllm_fleet.monitoring.alerts import ALERTS
@@ -96,7 +96,49 @@ def _expected(rules: Rules, nodes: dict[str, SampleNode]) -> dict[str, list[dict
         }
 
     down = nodes["down"].node
+
+    def sentinel(name: str, host: str, description: str) -> dict[str, Any]:
+        n = nodes[host].node
+        return alert(name, host, description, job=mseries.SENTINEL_JOB, instance=str(n.sentinel_target),
+                     config_hash=n.config_hash)  # fmt: skip
+
     return {
+        "VllmEngineWedged": [
+            sentinel(
+                "VllmEngineWedged",
+                WEDGED,
+                f"{WEDGED_IN_FLIGHT} request(s) are in flight on {WEDGED} and its engine has not moved (no token, no "
+                "step, no KV block) for 2m and more, while /health still answers 200. The router took the node out "
+                "(its sentinel answers /ready 503); the requests in flight wait for the engine.",
+            )
+        ],
+        # One restart a minute: 15 in the last 15 minutes.
+        "VllmWatchdogRestart": [
+            sentinel(
+                "VllmWatchdogRestart",
+                WEDGED,
+                f"The sentinel of {WEDGED} found its engine wedged past the watchdog time and killed vLLM for systemd "
+                "to restart it (15 time(s) in 15 minutes): the requests in flight were lost; the record is in "
+                "/var/lib/vllm-sentinel/<instance>/watchdog.jsonl and the journal.",
+            )
+        ],
+        "VllmNodeCordoned": [
+            sentinel(
+                "VllmNodeCordoned",
+                CORDONED,
+                f"A person cordoned {CORDONED} (its cordon file /etc/vllm/<instance>.cordon exists): its sentinel "
+                "answers /ready 503, so it is out of the router until the file is removed (cordoned = 1).",
+            )
+        ],
+        "VllmSentinelDown": [
+            sentinel(
+                "VllmSentinelDown",
+                "down",
+                f"Prometheus cannot scrape {down.sentinel_target} for 2 minutes (up = 0). The router's health check asks the "
+                "sentinel, so the node is out of rotation although vLLM may serve: see `systemctl status "
+                "vllm-sentinel-<instance>` on the node.",
+            )
+        ],
         "VllmNodeDown": [
             alert(
                 "VllmNodeDown",

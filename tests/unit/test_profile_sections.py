@@ -4,7 +4,8 @@ differently from before the sections.
 
 tests/data/profiles_flat/ holds every built-in profile (and examples/cpu-lab-rollout.yaml) as it was written before
 the sections, with ``<name>.rendered.json``: the argv, ``--config`` file and env file the renderer produced from it
-then (recorded at the commit before the sections).
+then (recorded at the commit before the sections; since issue 27 every release that has it also renders
+``--enable-server-load-tracking``, the sentinel's in-flight count, appended after the rest).
 """
 
 from __future__ import annotations

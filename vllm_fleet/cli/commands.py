@@ -608,7 +608,7 @@ def monitoring_cmd(
     """Prometheus targets (file_sd), recording and alerting rules and Grafana dashboards for a fleet, from the
     metric table of each vLLM release it runs: DIR/prometheus.yml, targets/, rules/, dashboards/, NOTES.md."""
     from vllm_fleet.fleet.plan import FleetError
-    from vllm_fleet.monitoring import MonitoredNode, profile_scopes, scopes_of, write_monitoring
+    from vllm_fleet.monitoring import MonitoredNode, profile_scopes, scopes_of, sentinel_port, write_monitoring
     from vllm_fleet.trust.user_yaml import InputFileError
 
     try:
@@ -616,7 +616,8 @@ def monitoring_cmd(
             nodes = None
             scopes = profile_scopes([load_profile(p) for p in profiles])
         else:
-            nodes = [MonitoredNode.from_desired(t.desired) for t in _audit_targets(sources, hosts)]
+            port = sentinel_port({})  # the role's default port: a fleet that moves it sets it in its stack config
+            nodes = [MonitoredNode.from_desired(t.desired, port) for t in _audit_targets(sources, hosts)]
             scopes = scopes_of(nodes)
         written = write_monitoring(out_dir, scopes, nodes, runbook)
     except ProfileError as e:

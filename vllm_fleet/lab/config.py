@@ -24,6 +24,8 @@ MIRROR_PORT = 8765
 # (the cpu-lab profile's port).
 ROUTER_PORT = 8080
 VLLM_PORT = 8000
+# Seconds a lab node's engine may stay wedged before its sentinel's watchdog restarts it (role default: off).
+LAB_WATCHDOG_SEC = 60
 # The lab's Prometheus (Debian's) listens on the bridge address, scraping the lab's nodes.
 PROMETHEUS_PORT = 9090
 DEFAULT_HOSTS = 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_fleet.fleet.role_vars import role_default
 from vllm_fleet.lab import config
 from vllm_fleet.lab.hosts import Log, lab_down, lab_up
 from vllm_fleet.lab.prometheus import prometheus_down
@@ -40,7 +41,12 @@ def site_up(n: int | None = None, state_dir: Path | None = None, *, log: Log = p
     server.start(mirror.root, net.bridge_ip, config.MIRROR_PORT, state_dir=config.mirror_state_dir())
     log(f"mirror: {state.mirror_url} (apt repo + wheelhouse, {len(mirror.projects)} Python projects)")
     servers = [(h.name, h.ip, config.VLLM_PORT) for h in state.hosts]
-    start_haproxy(config.router_dir(state.state_dir), servers, bind=f"{net.bridge_ip}:{config.ROUTER_PORT}")
+    start_haproxy(
+        config.router_dir(state.state_dir),
+        servers,
+        bind=f"{net.bridge_ip}:{config.ROUTER_PORT}",
+        sentinel_port=role_default("vllm_service_sentinel_port"),  # health check: the node's sentinel, not /health
+    )
     router_url = net.router_url
     log(f"router: {router_url} (HAProxy in front of {', '.join(h.name for h in state.hosts)})")
     return Site(state=state, mirror_url=state.mirror_url, model_dir=tiny_model_dir(), router_url=router_url)

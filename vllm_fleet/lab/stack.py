@@ -77,6 +77,8 @@ def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
         "vllm_service_environment": {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_WAIT_POLICY": "PASSIVE"},
         "vllm_service_health_retries": 60,
         "vllm_service_health_delay": 3,
+        # The sentinel's watchdog restarts a wedged engine (tests/converge/test_wedge.py stops one).
+        "vllm_service_watchdog_sec": config.LAB_WATCHDOG_SEC,
         # The lab's HAProxy (lab/site.py): a serving host leaves it before its restart, returns after smoke.
         "vllm_service_router_command": config.router_command(
             state.state_dir, str(Path(sys.executable).parent / "vllm-fleet")

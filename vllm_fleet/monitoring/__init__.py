@@ -9,12 +9,31 @@ edge: the output directory).
 from __future__ import annotations
 
 from vllm_fleet.fleet.plan import FleetPlan
+from vllm_fleet.fleet.role_vars import role_default
 from vllm_fleet.monitoring.scopes import MonitoredNode, Scope, profile_scopes, scopes_of
 from vllm_fleet.monitoring.write import Written, write_monitoring
 
 
+def sentinel_port(role_vars: dict[str, object]) -> int | None:
+    """The port of the nodes' sentinels under these role variables (the role's default unless set); None when
+    the fleet turns them off."""
+    if not role_vars.get("vllm_service_sentinel", role_default("vllm_service_sentinel")):
+        return None
+    return int(str(role_vars.get("vllm_service_sentinel_port", role_default("vllm_service_sentinel_port"))))
+
+
 def fleet_nodes(plan: FleetPlan) -> list[MonitoredNode]:
-    return [MonitoredNode.from_spec(n) for n in plan.nodes]
+    port = sentinel_port(plan.role_vars)
+    return [MonitoredNode.from_spec(n, port) for n in plan.nodes]
 
 
-__all__ = ["MonitoredNode", "Scope", "Written", "fleet_nodes", "profile_scopes", "scopes_of", "write_monitoring"]
+__all__ = [
+    "MonitoredNode",
+    "Scope",
+    "Written",
+    "fleet_nodes",
+    "profile_scopes",
+    "scopes_of",
+    "sentinel_port",
+    "write_monitoring",
+]

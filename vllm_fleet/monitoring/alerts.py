@@ -30,6 +30,10 @@ SPEC_ACCEPTANCE = "VllmSpecAcceptanceLow"
 REQUEST_ERRORS = "VllmRequestErrors"
 REQUESTS_ABORTED = "VllmRequestsAborted"
 CONFIG_DRIFT = "VllmConfigDrift"
+ENGINE_WEDGED = "VllmEngineWedged"
+WATCHDOG_RESTART = "VllmWatchdogRestart"
+NODE_CORDONED = "VllmNodeCordoned"
+SENTINEL_DOWN = "VllmSentinelDown"
 ALERTS = (
     NODE_DOWN,
     KV_CACHE_FULL,
@@ -40,6 +44,10 @@ ALERTS = (
     REQUEST_ERRORS,
     REQUESTS_ABORTED,
     CONFIG_DRIFT,
+    ENGINE_WEDGED,
+    WATCHDOG_RESTART,
+    NODE_CORDONED,
+    SENTINEL_DOWN,
 )
 
 KV_CACHE_FULL_RATIO = 0.95
@@ -93,6 +101,62 @@ def _value_of(name: str) -> str:
         f'{{{{ with printf "{name}{{host=%q}}" $labels.host | query }}}}'
         "{{ . | first | value | humanizeDuration }}{{ else }}(no data){{ end }}"
     )
+
+
+WEDGED_FOR = "2m"
+"""How long a node's sentinel must hold the engine wedged before the alert fires (the router took the node out
+within seconds; the alert is for the person who must look)."""
+
+
+def sentinel_alerts(runbook_base: str = RUNBOOK) -> list[Rule]:
+    """Alerts on the nodes' sentinels (job ``vllm-sentinel``): the wedge, the watchdog, the cordon, the sentinel
+    itself. The sentinel's figures are release-independent: it reads the engine's counters on the node."""
+    job = f'job="{series.SENTINEL_JOB}"'
+    return [
+        _alert(
+            ENGINE_WEDGED,
+            f"vllm_fleet_engine_in_flight{{{job}}} > 0 and vllm_fleet_engine_wedged{{{job}}} == 1",
+            WEDGED_FOR,
+            "critical",
+            "vLLM engine on {{ $labels.host }} is wedged",
+            "{{ $value }} request(s) are in flight on {{ $labels.host }} and its engine has not moved (no token, "
+            f"no step, no KV block) for {WEDGED_FOR} and more, while /health still answers 200. The router took the "
+            "node out (its sentinel answers /ready 503); the requests in flight wait for the engine.",
+            runbook_base,
+        ),
+        _alert(
+            WATCHDOG_RESTART,
+            f"increase(vllm_fleet_watchdog_restarts_total{{{job}}}[15m]) > 0",
+            "0m",
+            "warning",
+            "The watchdog restarted vLLM on {{ $labels.host }}",
+            "The sentinel of {{ $labels.host }} found its engine wedged past the watchdog time and killed vLLM for "
+            "systemd to restart it ({{ $value | humanize }} time(s) in 15 minutes): the requests in flight were "
+            "lost; the record is in /var/lib/vllm-sentinel/<instance>/watchdog.jsonl and the journal.",
+            runbook_base,
+        ),
+        _alert(
+            NODE_CORDONED,
+            f"vllm_fleet_node_cordoned{{{job}}} == 1",
+            "0m",
+            "info",
+            "{{ $labels.host }} is cordoned",
+            "A person cordoned {{ $labels.host }} (its cordon file /etc/vllm/<instance>.cordon exists): its sentinel "
+            "answers /ready 503, so it is out of the router until the file is removed (cordoned = {{ $value }}).",
+            runbook_base,
+        ),
+        _alert(
+            SENTINEL_DOWN,
+            f"up{{{job}}} == 0",
+            "2m",
+            "critical",
+            "The sentinel of {{ $labels.host }} does not answer",
+            "Prometheus cannot scrape {{ $labels.instance }} for 2 minutes (up = {{ $value }}). The router's health check asks the "
+            "sentinel, so the node is out of rotation although vLLM may serve: see `systemctl status "
+            "vllm-sentinel-<instance>` on the node.",
+            runbook_base,
+        ),
+    ]
 
 
 def fleet_alerts(runbook_base: str = RUNBOOK) -> list[Rule]:

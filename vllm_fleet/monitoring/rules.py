@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from vllm_fleet.monitoring import series
-from vllm_fleet.monitoring.alerts import RUNBOOK, Note, fleet_alerts, itl_signal, scope_alerts
+from vllm_fleet.monitoring.alerts import RUNBOOK, Note, fleet_alerts, itl_signal, scope_alerts, sentinel_alerts
 from vllm_fleet.monitoring.buckets import slo_bucket
 from vllm_fleet.monitoring.recording import recording_rules, threshold_rules
 from vllm_fleet.monitoring.scopes import Scope
@@ -87,5 +87,10 @@ def rule_set(scopes: list[Scope], runbook_base: str = RUNBOOK) -> RuleSet:
             {"name": f"vllm-fleet-{version}-alerts", "rules": alerts},
         ]
         out.files.append(RuleFile(release_file(version), groups, version))
-    out.files.append(RuleFile(FLEET_FILE, [{"name": "vllm-fleet-alerts", "rules": fleet_alerts(runbook_base)}]))
+    out.files.append(
+        RuleFile(
+            FLEET_FILE,
+            [{"name": "vllm-fleet-alerts", "rules": fleet_alerts(runbook_base) + sentinel_alerts(runbook_base)}],
+        )
+    )
     return out

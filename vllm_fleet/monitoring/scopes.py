@@ -33,9 +33,11 @@ class MonitoredNode:
     profile_data: dict[str, Any]
     vllm_version: str
     config_hash: str
+    sentinel_target: str | None = None
+    """``address:port`` of the node's sentinel (readiness, wedge, cordon, watchdog); None: the node runs none."""
 
     @classmethod
-    def from_spec(cls, node: NodeSpec) -> MonitoredNode:
+    def from_spec(cls, node: NodeSpec, sentinel_port: int | None = None) -> MonitoredNode:
         url = urlsplit(node.endpoint)
         return cls(
             name=node.name,
@@ -45,10 +47,13 @@ class MonitoredNode:
             profile_data=node.profile_data,
             vllm_version=node.vllm_version,
             config_hash=node.config_hash,
+            sentinel_target=None
+            if sentinel_port is None
+            else f"{_bracketed(url.hostname or node.address)}:{sentinel_port}",
         )
 
     @classmethod
-    def from_desired(cls, desired: Desired) -> MonitoredNode:
+    def from_desired(cls, desired: Desired, sentinel_port: int | None = None) -> MonitoredNode:
         """An inventory host as the audit resolves it; the hash is the one of the exact config file, as in a plan."""
         profile = DecodeProfile.model_validate(desired.profile_data)
         address = f"[{desired.address}]" if ":" in desired.address else desired.address
@@ -60,7 +65,12 @@ class MonitoredNode:
             profile_data=desired.profile_data,
             vllm_version=desired.vllm_version,
             config_hash=hashlib.sha256(desired.config_text.encode()).hexdigest(),
+            sentinel_target=None if sentinel_port is None else f"{address}:{sentinel_port}",
         )
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 @dataclass(frozen=True)

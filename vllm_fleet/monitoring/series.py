@@ -13,6 +13,8 @@ from vllm_fleet.monitoring.signals import Signal
 
 JOB = "vllm"
 """The Prometheus scrape job of the vLLM nodes (``up{job="vllm"}``)."""
+SENTINEL_JOB = "vllm-sentinel"
+"""The nodes' sentinels (roles/vllm_service/files/vllm_sentinel.py): readiness, wedge, cordon, watchdog."""
 
 TARGET_LABELS = ("host", "profile", "hardware", "vllm_version", "config_hash")
 """Labels each file_sd target carries (``targets/vllm.json``)."""

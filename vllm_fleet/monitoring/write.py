@@ -3,6 +3,7 @@
 ```
 DIR/prometheus.yml            scrape job + rule_files (paths relative to DIR); no credentials
 DIR/targets/vllm.json         file_sd: one target per node (none with --profile alone)
+DIR/targets/vllm-sentinel.json  file_sd: each node's sentinel, same labels (job vllm-sentinel)
 DIR/rules/vllm-<V>.rules.yml  recording rules, thresholds and alerts of the nodes on vLLM V
 DIR/rules/vllm-fleet.rules.yml  node down and the alerts on recorded series
 DIR/dashboards/*.json         Grafana dashboards
@@ -20,7 +21,13 @@ from vllm_fleet.monitoring.alerts import RUNBOOK, Note
 from vllm_fleet.monitoring.dashboards import dashboards
 from vllm_fleet.monitoring.rules import rule_set
 from vllm_fleet.monitoring.scopes import MonitoredNode, Scope
-from vllm_fleet.monitoring.targets import TARGETS_FILE, file_sd_json, scrape_config
+from vllm_fleet.monitoring.targets import (
+    SENTINEL_TARGETS_FILE,
+    TARGETS_FILE,
+    file_sd_json,
+    scrape_config,
+    sentinel_file_sd_json,
+)
 
 
 @dataclass
@@ -46,6 +53,7 @@ def write_monitoring(
     content: dict[Path, str] = {Path("prometheus.yml"): scrape_config(nodes is not None)}
     if nodes is not None:
         content[Path("targets") / TARGETS_FILE] = file_sd_json(nodes)
+        content[Path("targets") / SENTINEL_TARGETS_FILE] = sentinel_file_sd_json(nodes)
     for f in rules.files:
         content[Path("rules") / f.name] = f.to_yaml()
     for board in dashboards(scopes):

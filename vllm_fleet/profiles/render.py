@@ -159,6 +159,8 @@ def render(profile: DecodeProfile, vllm_version: str | None = None) -> Rendered:
     wanted, problems = profile_args(profile)
     if "shutdown_timeout" not in wanted and "shutdown_timeout" in table:
         wanted["shutdown_timeout"] = ("frontend.shutdown_timeout", DEFAULT_SHUTDOWN_TIMEOUT)  # vLLM's 0 aborts requests
+    if "enable_server_load_tracking" in table:  # GET /load: the sentinel's in-flight count (a wedge needs it)
+        wanted["enable_server_load_tracking"] = ("frontend.enable_server_load_tracking", True)
     args: dict[str, Any] = {}
     argv: list[str] = [profile.model.serve_model]
     config: dict[str, Any] = {"model": profile.model.serve_model}

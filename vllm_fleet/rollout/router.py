@@ -310,13 +310,28 @@ def _socket_path(path: Path) -> str:
 
 
 def haproxy_config(
-    servers: Sequence[Server], *, bind: str, socket: Path, backend: str = "vllm", state_file: Path | None = None
+    servers: Sequence[Server],
+    *,
+    bind: str,
+    socket: Path,
+    backend: str = "vllm",
+    state_file: Path | None = None,
+    sentinel_port: int | None = None,
 ) -> str:
     """A complete haproxy.cfg (HAProxy 2.6) for the lab: one frontend, one leastconn backend of vLLM nodes.
 
     No ``daemon``: ``start_haproxy`` runs it with ``-D -p``. ``state_file``: the server states (drain, maint)
-    to carry over a reload (``start_haproxy`` writes it)."""
+    to carry over a reload (``start_haproxy`` writes it). ``sentinel_port``: the health check asks each node's
+    sentinel (``GET /ready`` on that port: down, wedged or cordoned is 503) every second, two failures take the
+    node out and two successes bring it back (a wedge leaves rotation within the sentinel's stall time + ~2 s);
+    None: vLLM's own ``/health`` every 2 s, which stays 200 while the engine is wedged."""
     check_name(backend, "HAProxy backend name")
+    check = (
+        f"check port {_port(sentinel_port, 'sentinel')} inter 1s fall 2 rise 2"
+        if sentinel_port is not None
+        else "check inter 2s fall 2 rise 1"
+    )
+    check_path = "/ready" if sentinel_port is not None else "/health"
     lines = []
     seen: set[str] = set()
     for name, address, port in servers:
@@ -325,7 +340,7 @@ def haproxy_config(
             raise RouterError(f"router server name {name!r}: twice in the backend")
         seen.add(name)
         where = f"{_host(address, f'server {name} address')}:{_port(port, f'server {name}')}"
-        lines.append(f"    server {name} {where} check inter 2s fall 2 rise 1")
+        lines.append(f"    server {name} {where} {check}")
     state = [] if state_file is None else [f"    server-state-file {_cfg_path(state_file, 'HAProxy state file')}"]
     load_state = [] if state_file is None else ["    load-server-state-from-file global"]
     return "\n".join(
@@ -345,7 +360,7 @@ def haproxy_config(
             "    timeout http-request 30s",
             "    timeout queue 60s",
             "    timeout check 5s",
-            "    option httpchk GET /health",
+            f"    option httpchk GET {check_path}",
             "    http-check expect status 200",
             "    retries 3",
             "    option redispatch",
@@ -419,7 +434,14 @@ def _log_tail(log: Path, lines: int = 10) -> str:
         return ""
 
 
-def start_haproxy(state_dir: Path, servers: Sequence[Server], *, bind: str, backend: str = "vllm") -> HAProxyRouter:
+def start_haproxy(
+    state_dir: Path,
+    servers: Sequence[Server],
+    *,
+    bind: str,
+    backend: str = "vllm",
+    sentinel_port: int | None = None,
+) -> HAProxyRouter:
     """Write ``state_dir/haproxy.cfg``, check it, start HAProxy (or reload the running one: a new process,
     the old one finishes its requests), wait until the new process answers on ``state_dir/haproxy.sock``.
 
@@ -429,7 +451,9 @@ def start_haproxy(state_dir: Path, servers: Sequence[Server], *, bind: str, back
     binary = haproxy_binary()
     router = HAProxyRouter(sock, backend)
     old = _pids(pid_file)
-    text = haproxy_config(servers, bind=bind, socket=sock, backend=backend, state_file=state_file)
+    text = haproxy_config(
+        servers, bind=bind, socket=sock, backend=backend, state_file=state_file, sentinel_port=sentinel_port
+    )
     if old and cfg.is_file() and cfg.read_text(encoding="utf-8") == text:
         with contextlib.suppress(RouterError):
             router.command("show info")

@@ -19,6 +19,7 @@ Why (systemd.syntax(7), systemd.exec(5), systemd.unit(5); checked against system
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 
@@ -198,7 +199,19 @@ def role_input_problems(role_vars: Mapping[str, object]) -> list[str]:
     for name in ("vllm_service_profile_name", "vllm_service_vllm_version"):
         if name in role_vars and (problem := value_problem(role_vars[name])):
             problems.append(problem_message(name, role_vars[name], problem))
+    listen = role_vars.get("vllm_service_sentinel_listen_address")
+    if listen is not None and (problem := listen_address_problem(listen)):
+        problems.append(problem_message("vllm_service_sentinel_listen_address", listen, problem))
     return problems
+
+
+def listen_address_problem(value: object) -> str | None:
+    """The sentinel's listen address is one word of its ExecStart=: an IP address, nothing else."""
+    try:
+        ipaddress.ip_address(str(value))
+    except ValueError:
+        return "must be an IP address (0.0.0.0 for every IPv4 address, :: for every address)"
+    return None if isinstance(value, str) else "must be a string"
 
 
 # -- escaping: exactly the template's replace chains, in the same order ----------------------------------------
