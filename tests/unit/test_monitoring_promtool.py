@@ -134,9 +134,9 @@ def _expected(rules: Rules, nodes: dict[str, SampleNode]) -> dict[str, list[dict
             sentinel(
                 "VllmSentinelDown",
                 "down",
-                f"Prometheus cannot scrape {down.sentinel_target} for 2 minutes (up = 0). The router's health check asks the "
-                "sentinel, so the node is out of rotation although vLLM may serve: see `systemctl status "
-                "vllm-sentinel-<instance>` on the node.",
+                f"Prometheus cannot scrape {down.sentinel_target} for 2 minutes (up = 0). The router's health "
+                "check asks the sentinel, so the node is out of rotation although vLLM may serve: see "
+                "`systemctl status vllm-sentinel-<instance>` on the node.",
             )
         ],
         "VllmNodeDown": [

@@ -160,9 +160,11 @@ def test_only_a_converging_host_takes_an_activity_reported_since_its_step_began(
     assert p.note_activities({"a": ("draining", 110.0)}) == []  # no change, no line
     assert a.state == "converging › draining" and b.state == "waiting"
     table = render(p, 130.0)
-    assert any(line.startswith("a ") and "converging › draining" in line for line in table)
+    assert any(line.startswith("a ") and "converging › draining (20s)" in line for line in table)  # and for how long
+    assert p.note_activities({"a": ("waiting for the vLLM install (background)", 115.0)}) == ["a"]
+    assert a.state_at(245.0) == "converging › waiting for the vLLM install (background, 2m10s)"
     a.phase = "done"
-    assert a.state == "done"  # a finished host shows no stale activity
+    assert a.state == "done" and a.state_at(300.0) == "done"  # a finished host shows no stale activity
 
 
 def test_the_watch_prints_each_new_activity_off_a_terminal(tmp_path: Path) -> None:

@@ -151,8 +151,8 @@ def sentinel_alerts(runbook_base: str = RUNBOOK) -> list[Rule]:
             "2m",
             "critical",
             "The sentinel of {{ $labels.host }} does not answer",
-            "Prometheus cannot scrape {{ $labels.instance }} for 2 minutes (up = {{ $value }}). The router's health check asks the "
-            "sentinel, so the node is out of rotation although vLLM may serve: see `systemctl status "
+            "Prometheus cannot scrape {{ $labels.instance }} for 2 minutes (up = {{ $value }}). The router's health "
+            "check asks the sentinel, so the node is out of rotation although vLLM may serve: see `systemctl status "
             "vllm-sentinel-<instance>` on the node.",
             runbook_base,
         ),

@@ -59,11 +59,22 @@ class HostProgress:
     detail: str = ""
     activity: str = ""
     """What its converge is doing now (draining, restarting …: ``rollout/phases.py``), while it converges."""
+    activity_since: float | None = None
+    """When the converge began that activity (the phase writer's clock)."""
 
     @property
     def state(self) -> str:
         """The phase, with the converge's activity while it runs: ``converging › draining``."""
         return f"{self.phase} › {self.activity}" if self.activity and self.phase in CONVERGING else self.phase
+
+    def state_at(self, now: float) -> str:
+        """``state`` with how long the activity has lasted: ``converging › waiting for the vLLM install
+        (background, 2m10s)``, ``converging › restarting (12s)``: what a host waits for, and since when."""
+        if not (self.activity and self.phase in CONVERGING and self.activity_since is not None):
+            return self.state
+        took = clock(max(0.0, now - self.activity_since))
+        activity = f"{self.activity[:-1]}, {took})" if self.activity.endswith(")") else f"{self.activity} ({took})"
+        return f"{self.phase} › {activity}"
 
 
 @dataclass
@@ -114,7 +125,7 @@ class Progress:
                 continue
             if host.started is not None and since < host.started:
                 continue
-            host.activity = activity
+            host.activity, host.activity_since = activity, since
             changed.append(name)
         return changed
 
@@ -175,7 +186,7 @@ class Progress:
         host.ran = True
         host.started = host.started if host.started is not None else at
         host.phase = _running(step, meta.op)
-        host.activity = ""
+        host.activity, host.activity_since = "", None
         return [host.name]
 
     def _outputs(self, meta: StepEventMetadata, at: float) -> list[str]:
@@ -280,7 +291,7 @@ def elapsed(h: HostProgress, now: float) -> str:
 def render(p: Progress, now: float) -> list[str]:
     """The header and one aligned row per host (host, batch, state, elapsed, detail): the live table's text."""
     rows = [("host", "batch", "state", "elapsed", "detail")]
-    rows += [(h.name, batch_label(p, h), h.state, elapsed(h, now), h.detail) for h in p.hosts.values()]
+    rows += [(h.name, batch_label(p, h), h.state_at(now), elapsed(h, now), h.detail) for h in p.hosts.values()]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     table = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4] for r in rows]
     return [header(p, now), *(line.rstrip() for line in table)]
