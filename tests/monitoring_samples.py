@@ -240,6 +240,10 @@ WEDGED = "slow"
 minute; CORDONED's sentinel reports a cordon; the down node's sentinel is down with it."""
 WEDGED_IN_FLIGHT = 3
 CORDONED = "kvfull"
+GPU_SICK = "drifted"
+"""Its GPU 0 reports 2 uncorrected ECC errors and a failed row remap, GPU 1 a pending remap, and the kernel logs
+Xid 79 for GPU 0 from minute 25 on; every other node's GPUs are clean and log no Xid."""
+GPU_SICK_PCI = "0000:3b:00"
 
 
 def _sentinel_series(
@@ -256,7 +260,17 @@ def _sentinel_series(
         "vllm_fleet_node_cordoned": f"{int(cordoned)}x{steps}",
         "vllm_fleet_watchdog_restarts_total": f"0+1x{steps}" if wedged else f"0x{steps}",
     }
-    return [{"series": _series(name, labels), "values": v} for name, v in values.items()]
+    out = [{"series": _series(name, labels), "values": v} for name, v in values.items()]
+    sick = load and t.name == GPU_SICK
+    for gpu, ecc, failure, pending in (("0", 2, 1, 0), ("1", 0, 0, 1)):
+        g = {**labels, "gpu": gpu, "pci_bus_id": f"00000000:{int(gpu) + 59:02X}:00.0"}
+        for name, value in (("ecc_uncorrected_volatile", ecc), ("row_remap_failure", failure),
+                            ("row_remap_pending", pending)):  # fmt: skip
+            out.append({"series": _series(f"vllm_fleet_gpu_{name}", g), "values": f"{value if sick else 0}x{steps}"})
+    if sick:
+        xid = {**labels, "pci": GPU_SICK_PCI, "xid": "79"}
+        out.append({"series": _series("vllm_fleet_gpu_xid_errors_total", xid), "values": f"_x25 1x{steps - 25}"})
+    return out
 
 
 def _series(name: str, labels: dict[str, str]) -> str:

@@ -23,7 +23,15 @@ from vllm_fleet.lab import config
 from vllm_fleet.lab.prometheus import prometheus_down, prometheus_up
 from vllm_fleet.lab.stack import lab_fleet
 from vllm_fleet.monitoring import series as mseries
-from vllm_fleet.monitoring.alerts import CONFIG_DRIFT, ENGINE_WEDGED, PREEMPTIONS
+from vllm_fleet.monitoring.alerts import (
+    CONFIG_DRIFT,
+    ENGINE_WEDGED,
+    GPU_ECC,
+    GPU_REMAP_FAILURE,
+    GPU_XID,
+    NODE_CORDONED,
+    PREEMPTIONS,
+)
 from vllm_fleet.rollout.load import LoadClient
 
 pytestmark = pytest.mark.lab
@@ -184,12 +192,56 @@ def test_a_wedged_engine_leaves_the_router_alerts_and_the_watchdog_restarts_it(
     assert int(engine[0]) in killed["killed"]
     figures["failed_watchdog"] = len(load.report.failed)
     figures["in_flight_at_kill"] = killed["in_flight"]
+    figures["failures"] = [f[:160] for f in load.report.failed]
     assert len(load.report.failed) <= killed["in_flight"], load.report.failed  # at most what the dead engine held
     assert "watchdog: vllm-main.service wedged" in h.run("journalctl -u vllm-sentinel-main -o cat --no-pager").stdout
     assert pending[0]["annotations"]["summary"] == f"vLLM engine on {host.name} is wedged", pending
     assert figures["left_rotation_s"] <= 15, figures
     with capsys.disabled():
         print(f"\nwedge figures ({host.name}, {load.report.ok} requests ok): {json.dumps(figures)}")
+
+
+def test_gpu_faults_alert_and_a_cordoned_node_leaves_the_router(lab_prometheus: tuple[Prom, Any], site: Any) -> None:
+    """The stand-in nvidia-smi reports uncorrected ECC errors and a failed row remap, a real-format Xid line lands in
+    the node's journal: the sentinel exports them, the generated GPU alerts fire for that node only. A person
+    cordons it: the router takes it out within seconds (vLLM still serving) and VllmNodeCordoned fires; the cordon
+    gone, it is back."""
+    prom, _ = lab_prometheus
+    host = site.state.hosts[-1]
+    h, r = _ssh(site, host), router(site)
+    all_serving(site)
+    conf = "/etc/vllm-fleet-standin/nvidia-smi.conf"
+    xid = "NVRM: Xid (PCI:0000:01:00): 79, pid=4242, name=VLLM::EngineCore, GPU has fallen off the bus."
+    play = (
+        f"mkdir -p {conf.rsplit('/', 1)[0]} && touch {conf} && cp -p {conf} {conf}.test && "
+        f"printf 'GPU_ECC_UNCORRECTED=3\\nGPU_REMAP_FAILURE=Yes\\n' >> {conf} && logger -t kernel '{xid}'"
+    )
+    assert h.run(play).rc == 0
+    try:
+        for alert in (GPU_ECC, GPU_REMAP_FAILURE, GPU_XID):
+            fired = wait_for(
+                f"{alert} firing", lambda a=alert: [x for x in prom.alerts(a) if x["state"] == "firing"], 90
+            )
+            assert {x["labels"]["host"] for x in fired} == {host.name}, fired
+        xids = prom.query(f'vllm_fleet_gpu_xid_errors_total{{host="{host.name}"}}')
+        assert [(x["metric"]["pci"], x["metric"]["xid"], x["value"][1]) for x in xids] == [("0000:01:00", "79", "1")]
+    finally:
+        assert h.run(f"mv {conf}.test {conf}").rc == 0
+    assert h.run("echo 'GPU 0 row remap failure (ticket 4711)' > /etc/vllm/main.cordon").rc == 0
+    cordoned = time.monotonic()
+    try:
+        r.wait(host.name, lambda s: s.operational == "down", "out of rotation", 30)
+        left = time.monotonic() - cordoned
+        assert left <= 15, left
+        assert httpx.get(f"http://{host.ip}:{config.VLLM_PORT}/health", timeout=5).status_code == 200
+        fired = wait_for(
+            "VllmNodeCordoned", lambda: [x for x in prom.alerts(NODE_CORDONED) if x["state"] == "firing"], 90
+        )
+        assert {x["labels"]["host"] for x in fired} == {host.name}, fired
+    finally:
+        assert h.run("rm -f /etc/vllm/main.cordon").rc == 0
+    r.wait_serving(host.name, 30)
+    wait_for("the ECC alert resolved", lambda: prom.alerts(GPU_ECC) == [], 90)
 
 
 def _in_flight(h: Any) -> int:

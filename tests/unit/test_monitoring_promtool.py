@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.monitoring_samples import CORDONED, WEDGED, WEDGED_IN_FLIGHT, SampleNode, fleet, input_series
+from tests.monitoring_samples import (
+    CORDONED,
+    GPU_SICK,
+    GPU_SICK_PCI,
+    WEDGED,
+    WEDGED_IN_FLIGHT,
+    SampleNode,
+    fleet,
+    input_series,
+)
 from vllm_fleet.monitoring import scopes_of, write_monitoring
 from vllm_fleet.monitoring import series as mseries
 from vllm_fleet.monitoring.alerts import ALERTS
@@ -80,6 +89,12 @@ def _node_labels(t: SampleNode) -> dict[str, str]:
                                             ("vllm_version", "vllm_version"), ("instance", "target"))}  # fmt: skip
 
 
+def _with_labels(template: str, labels: dict[str, str]) -> str:
+    for name, value in labels.items():
+        template = template.replace(f"{{{{ $labels.{name} }}}}", value)
+    return template
+
+
 def _expected(rules: Rules, nodes: dict[str, SampleNode]) -> dict[str, list[dict[str, Any]]]:
     """What fires at 30 min of steady load, worked out by hand from the recorded scrapes."""
 
@@ -89,7 +104,7 @@ def _expected(rules: Rules, nodes: dict[str, SampleNode]) -> dict[str, list[dict
         return {
             "exp_labels": {**_node_labels(nodes[host]), **rule["labels"], **labels},
             "exp_annotations": {
-                "summary": ann["summary"].replace("{{ $labels.host }}", host),
+                "summary": _with_labels(ann["summary"], {"host": host, **labels}),
                 "description": description,
                 "runbook_url": ann["runbook_url"],
             },
@@ -97,10 +112,10 @@ def _expected(rules: Rules, nodes: dict[str, SampleNode]) -> dict[str, list[dict
 
     down = nodes["down"].node
 
-    def sentinel(name: str, host: str, description: str) -> dict[str, Any]:
+    def sentinel(name: str, host: str, description: str, **labels: str) -> dict[str, Any]:
         n = nodes[host].node
         return alert(name, host, description, job=mseries.SENTINEL_JOB, instance=str(n.sentinel_target),
-                     config_hash=n.config_hash)  # fmt: skip
+                     config_hash=n.config_hash, **labels)  # fmt: skip
 
     return {
         "VllmEngineWedged": [
@@ -128,6 +143,48 @@ def _expected(rules: Rules, nodes: dict[str, SampleNode]) -> dict[str, list[dict
                 CORDONED,
                 f"A person cordoned {CORDONED} (its cordon file /etc/vllm/<instance>.cordon exists): its sentinel "
                 "answers /ready 503, so it is out of the router until the file is removed (cordoned = 1).",
+            )
+        ],
+        "VllmGpuXid": [
+            sentinel(
+                "VllmGpuXid",
+                GPU_SICK,
+                f"1 Xid 79 event(s) from the GPU at PCI {GPU_SICK_PCI} of {GPU_SICK} in the last 10m (the driver's "
+                "NVRM: Xid lines in the kernel log). Look the Xid up in NVIDIA's catalog; 48, 63, 64, 74, 79, 92, 94, "
+                "95, 119 and 120 mean a GPU or link fault: cordon the node.",
+                pci=GPU_SICK_PCI,
+                xid="79",
+            )
+        ],
+        "VllmGpuEccUncorrected": [
+            sentinel(
+                "VllmGpuEccUncorrected",
+                GPU_SICK,
+                f"GPU 0 (00000000:3B:00.0) of {GPU_SICK} reports 2 uncorrected ECC error(s) since its driver loaded: "
+                "the memory returned wrong data. Cordon the node; a GPU reset clears the volatile count, row remapping "
+                "or service fixes the cause.",
+                gpu="0",
+                pci_bus_id="00000000:3B:00.0",
+            )
+        ],
+        "VllmGpuRowRemapFailure": [
+            sentinel(
+                "VllmGpuRowRemapFailure",
+                GPU_SICK,
+                f"GPU 0 (00000000:3B:00.0) of {GPU_SICK} could not remap a failing memory row (remapped_rows.failure = "
+                "1): it needs service. Cordon the node.",
+                gpu="0",
+                pci_bus_id="00000000:3B:00.0",
+            )
+        ],
+        "VllmGpuRowRemapPending": [
+            sentinel(
+                "VllmGpuRowRemapPending",
+                GPU_SICK,
+                f"GPU 1 (00000000:3C:00.0) of {GPU_SICK} has a row remap pending (remapped_rows.pending = 1): it takes "
+                "effect at the next GPU reset. Cordon the node, drain it and reset the GPU (or reboot).",
+                gpu="1",
+                pci_bus_id="00000000:3C:00.0",
             )
         ],
         "VllmSentinelDown": [

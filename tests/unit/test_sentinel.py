@@ -258,3 +258,53 @@ def test_a_hostile_server_cannot_hold_or_flood_the_sentinel(run_sentinel: Any, b
         r = _wait_ready(base, 503, state="down")
         state = httpx.get(f"{base}/state", timeout=2).json()
         assert r.status_code == 503 and state["state"] == "down" and re.search(why, state["reason"]), state
+
+
+XID_LINES = """\
+NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
+NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+NVRM: Xid (PCI:0000:86:00): 94, pid=77, name=VLLM::EngineCore, Contained: SM (0x1). RST: No, D-RST: No
+NVRM: Xid (PCI:0000:86:00): 13, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address
+NVRM: GPU at PCI:0000:3b:00: GPU-5eed0000
+NVRM: Xid (PCI:\x1b[31mevil): 79, nope
+"""
+
+
+def test_xid_lines_are_counted_by_gpu_and_code() -> None:
+    assert sentinel.parse_xids(XID_LINES) == {("0000:3b:00", "79"): 2, ("0000:86:00", "94"): 1, ("0000:86:00", "13"): 1}
+
+
+def test_nvidia_smi_rows_keep_numbers_and_yes_no_only() -> None:
+    ecc = "0, 00000000:3B:00.0, 2\n1, 00000000:3C:00.0, [N/A]\nx, evil, 1\n2, 00000000:3D:00.0\n"
+    remap = "00000000:3B:00.0, No, Yes\n00000000:3C:00.0, [N/A], Maybe\n"
+    assert sentinel.parse_gpus(ecc, remap) == [
+        {
+            "gpu": "0",
+            "pci_bus_id": "00000000:3B:00.0",
+            "ecc_uncorrected": "2",
+            "remap_pending": "0",
+            "remap_failure": "1",
+        },
+        {"gpu": "1", "pci_bus_id": "00000000:3C:00.0", "ecc_uncorrected": "", "remap_pending": "", "remap_failure": ""},
+    ]
+
+
+def test_the_lab_stand_in_nvidia_smi_plays_gpu_faults(tmp_path: Path) -> None:
+    """The stand-in nvidia-smi the lab nodes install (tools/standin_debs/files/nvidia-smi.sh) answers the
+    sentinel's two queries in nvidia-smi's format, with the faults its conf sets."""
+    source = (project_root() / "tools/standin_debs/files/nvidia-smi.sh").read_text()
+    conf = tmp_path / "nvidia-smi.conf"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(source.replace("@DRIVER_VERSION@", "580.95.05").replace("@DRIVER_CUDA_VERSION@", "13.0")
+                   .replace("CONF=/etc/vllm-fleet-standin/nvidia-smi.conf", f"CONF={conf}"))  # fmt: skip
+    smi.chmod(0o755)
+    conf.write_text("GPU_COUNT=2\n")
+    clean = sentinel.gpu_health(str(smi), "")
+    assert clean.known and [g["ecc_uncorrected"] + g["remap_failure"] for g in clean.gpus] == ["00", "00"]
+    conf.write_text("GPU_COUNT=2\nGPU_ECC_UNCORRECTED_1=4\nGPU_REMAP_FAILURE_1=Yes\nGPU_REMAP_PENDING=Yes\n")
+    sick = sentinel.gpu_health(str(smi), "")
+    assert sick.gpus[1] | {} == {"gpu": "1", "pci_bus_id": "00000000:02:00.0", "ecc_uncorrected": "4",
+                                 "remap_pending": "1", "remap_failure": "1"}  # fmt: skip
+    assert sick.gpus[0]["ecc_uncorrected"] == "0" and sick.gpus[0]["remap_pending"] == "1"
+    missing = sentinel.gpu_health(str(tmp_path / "absent"), "")
+    assert not missing.known and "absent" in missing.note

@@ -79,6 +79,9 @@ def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
         "vllm_service_health_delay": 3,
         # The sentinel's watchdog restarts a wedged engine (tests/converge/test_wedge.py stops one).
         "vllm_service_watchdog_sec": config.LAB_WATCHDOG_SEC,
+        # The stand-in nodes have no kernel log: their Xid lines are journal entries tagged "kernel".
+        "vllm_service_sentinel_xid_source": "kernel-tag",
+        "vllm_service_sentinel_gpu_interval_sec": 5,
         # The lab's HAProxy (lab/site.py): a serving host leaves it before its restart, returns after smoke.
         "vllm_service_router_command": config.router_command(
             state.state_dir, str(Path(sys.executable).parent / "vllm-fleet")

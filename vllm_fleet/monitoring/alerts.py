@@ -34,6 +34,10 @@ ENGINE_WEDGED = "VllmEngineWedged"
 WATCHDOG_RESTART = "VllmWatchdogRestart"
 NODE_CORDONED = "VllmNodeCordoned"
 SENTINEL_DOWN = "VllmSentinelDown"
+GPU_XID = "VllmGpuXid"
+GPU_ECC = "VllmGpuEccUncorrected"
+GPU_REMAP_FAILURE = "VllmGpuRowRemapFailure"
+GPU_REMAP_PENDING = "VllmGpuRowRemapPending"
 ALERTS = (
     NODE_DOWN,
     KV_CACHE_FULL,
@@ -48,6 +52,10 @@ ALERTS = (
     WATCHDOG_RESTART,
     NODE_CORDONED,
     SENTINEL_DOWN,
+    GPU_XID,
+    GPU_ECC,
+    GPU_REMAP_FAILURE,
+    GPU_REMAP_PENDING,
 )
 
 KV_CACHE_FULL_RATIO = 0.95
@@ -103,6 +111,8 @@ def _value_of(name: str) -> str:
     )
 
 
+XID_WINDOW = "10m"
+"""An Xid event alerts for this long after the sentinel counted it (its counter counts since boot)."""
 WEDGED_FOR = "2m"
 """How long a node's sentinel must hold the engine wedged before the alert fires (the router took the node out
 within seconds; the alert is for the person who must look)."""
@@ -154,6 +164,51 @@ def sentinel_alerts(runbook_base: str = RUNBOOK) -> list[Rule]:
             "Prometheus cannot scrape {{ $labels.instance }} for 2 minutes (up = {{ $value }}). The router's health "
             "check asks the sentinel, so the node is out of rotation although vLLM may serve: see `systemctl status "
             "vllm-sentinel-<instance>` on the node.",
+            runbook_base,
+        ),
+        _alert(
+            GPU_XID,
+            f"vllm_fleet_gpu_xid_errors_total{{{job}}} - (vllm_fleet_gpu_xid_errors_total{{{job}}} offset {XID_WINDOW}"
+            f" or vllm_fleet_gpu_xid_errors_total{{{job}}} * 0) > 0",
+            "0m",
+            "critical",
+            "GPU Xid {{ $labels.xid }} on {{ $labels.host }}",
+            f"{{{{ $value }}}} Xid {{{{ $labels.xid }}}} event(s) from the GPU at PCI {{{{ $labels.pci }}}} of "
+            f"{{{{ $labels.host }}}} in the last {XID_WINDOW} (the driver's NVRM: Xid lines in the kernel log). "
+            "Look the Xid up in NVIDIA's catalog; 48, 63, 64, 74, 79, 92, 94, 95, 119 and 120 mean a GPU or link "
+            "fault: cordon the node.",
+            runbook_base,
+        ),
+        _alert(
+            GPU_ECC,
+            f"vllm_fleet_gpu_ecc_uncorrected_volatile{{{job}}} > 0",
+            "0m",
+            "critical",
+            "Uncorrected ECC errors on GPU {{ $labels.gpu }} of {{ $labels.host }}",
+            "GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}) of {{ $labels.host }} reports {{ $value }} uncorrected "
+            "ECC error(s) since its driver loaded: the memory returned wrong data. Cordon the node; a GPU reset "
+            "clears the volatile count, row remapping or service fixes the cause.",
+            runbook_base,
+        ),
+        _alert(
+            GPU_REMAP_FAILURE,
+            f"vllm_fleet_gpu_row_remap_failure{{{job}}} == 1",
+            "0m",
+            "critical",
+            "Row remapping failed on GPU {{ $labels.gpu }} of {{ $labels.host }}",
+            "GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}) of {{ $labels.host }} could not remap a failing memory "
+            "row (remapped_rows.failure = {{ $value }}): it needs service. Cordon the node.",
+            runbook_base,
+        ),
+        _alert(
+            GPU_REMAP_PENDING,
+            f"vllm_fleet_gpu_row_remap_pending{{{job}}} == 1",
+            "0m",
+            "warning",
+            "GPU {{ $labels.gpu }} of {{ $labels.host }} needs a reset (row remap pending)",
+            "GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}) of {{ $labels.host }} has a row remap pending "
+            "(remapped_rows.pending = {{ $value }}): it takes effect at the next GPU reset. Cordon the node, drain it "
+            "and reset the GPU (or reboot).",
             runbook_base,
         ),
     ]

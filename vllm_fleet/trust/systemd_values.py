@@ -161,6 +161,7 @@ UNQUOTED_PATH_VARS = (
     "vllm_service_config_dir",
     "vllm_service_models_dir",
     "vllm_service_api_key_file",
+    "vllm_service_sentinel_nvidia_smi",
 )
 
 
@@ -184,7 +185,7 @@ def role_input_problems(role_vars: Mapping[str, object]) -> list[str]:
         problems += read_write_paths_problems(paths)
     for name in UNQUOTED_PATH_VARS:
         value = role_vars.get(name)
-        if value is None or (name == "vllm_service_api_key_file" and value == ""):
+        if value is None or (name in ("vllm_service_api_key_file", "vllm_service_sentinel_nvidia_smi") and value == ""):
             continue
         if problem := unquoted_path_problem(value):
             problems.append(problem_message(name, value, problem))

@@ -29,6 +29,10 @@ with SIGKILL once the engine has been wedged that long; systemd's ``Restart=on-f
 is logged (stdout: the systemd journal) and appended to ``<state dir>/watchdog.jsonl``; it fires at most once per
 wedge (again only after the node was seen ready).
 
+**GPU health** (``--nvidia-smi``, ``--xid-source``; a thread, every ``--gpu-interval`` s): nvidia-smi's
+uncorrected ECC count and row-remap pending/failure per GPU, and the driver's ``NVRM: Xid`` lines in this boot's
+journal, counted by GPU and code; exported as ``vllm_fleet_gpu_*`` (docs/monitoring.md#gpu-health).
+
 Everything the server sends is data: every read is bounded in time and size, numbers are parsed, not evaluated,
 and text shown back (the cordon reason) is cut to printable ASCII.
 """
@@ -44,6 +48,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -313,6 +318,102 @@ class Watchdog:
         return record
 
 
+GPU_OUTPUT_MAX_BYTES = 256 * 1024
+GPU_COMMAND_TIMEOUT_S = 20.0
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\): (\d{1,4})\b")
+XID_MATCHES = {"kernel": ["_TRANSPORT=kernel"], "kernel-tag": ["SYSLOG_IDENTIFIER=kernel"]}
+"""Which journal entries may carry an Xid: the kernel's own (``_TRANSPORT=kernel``), or, on a stand-in lab whose
+containers have no kernel log, entries tagged ``kernel`` (``logger -t kernel``: anyone on the node can write one)."""
+
+
+@dataclass
+class GpuHealth:
+    """GPU fault signals of the node: nvidia-smi's counters and the kernel's Xid events since boot."""
+
+    known: bool = False
+    """nvidia-smi answered."""
+    note: str = "not sampled yet"
+    gpus: list[dict[str, str]] = field(default_factory=list)
+    """Per GPU: index, pci_bus_id, ecc_uncorrected (a number or ""), remap_pending / remap_failure ("1", "0", "")."""
+    xid_known: bool = False
+    xids: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(PCI address, Xid) -> events since boot."""
+
+
+def run_bounded(argv: list[str], timeout: float = GPU_COMMAND_TIMEOUT_S) -> tuple[int, str]:
+    """Run ``argv`` (no shell), at most ``timeout`` s and GPU_OUTPUT_MAX_BYTES of output; (rc, text)."""
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, printable(str(e), 120)
+    out = done.stdout[:GPU_OUTPUT_MAX_BYTES].decode("utf-8", "replace")
+    return done.returncode, out if done.returncode == 0 else printable(done.stderr.decode("utf-8", "replace"), 200)
+
+
+def _csv(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split(",")] for line in text.splitlines() if line.strip()]
+
+
+def _yes(value: str) -> str:
+    return {"yes": "1", "no": "0"}.get(value.lower(), "")
+
+
+def _count(value: str) -> str:
+    return value if value.isdecimal() else ""  # "[N/A]" (no ECC), "[Not Supported]": unknown, not zero
+
+
+def parse_gpus(ecc_csv: str, remap_csv: str) -> list[dict[str, str]]:
+    """nvidia-smi's ``--query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total`` and
+    ``--query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure`` (csv, noheader, nounits) as
+    one row per GPU; values that are not what the fields hold are dropped, never echoed."""
+    remap = {row[0].lower(): row for row in _csv(remap_csv) if len(row) == 3}
+    gpus = []
+    for row in _csv(ecc_csv):
+        if len(row) != 3 or not row[0].isdecimal() or not re.fullmatch(r"[0-9A-Fa-f:.]{1,32}", row[1]):
+            continue
+        r = remap.get(row[1].lower(), ["", "", ""])
+        gpus.append({"gpu": row[0], "pci_bus_id": row[1], "ecc_uncorrected": _count(row[2]),
+                     "remap_pending": _yes(r[1]), "remap_failure": _yes(r[2])})  # fmt: skip
+    return gpus
+
+
+def parse_xids(text: str) -> dict[tuple[str, str], int]:
+    """Count the kernel's ``NVRM: Xid (PCI:0000:3b:00): 79, pid=…`` lines by (PCI address, Xid)."""
+    counts: dict[tuple[str, str], int] = {}
+    for line in text.splitlines():
+        m = _XID.search(line)
+        if m is not None:
+            key = (m.group(1).lower(), str(int(m.group(2))))
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def gpu_health(smi: str, xid_source: str) -> GpuHealth:
+    """One look at the GPUs (``smi``: nvidia-smi, '' = none) and at the Xid events (``xid_source``, '' = none)."""
+    h = GpuHealth(note="off")
+    ecc_query = [
+        smi,
+        "--query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total",
+        "--format=csv,noheader,nounits",
+    ]
+    rc, ecc = run_bounded(ecc_query) if smi else (0, "")
+    if not smi:
+        pass
+    elif rc != 0:
+        h.note = f"nvidia-smi: {ecc or f'exit {rc}'}"
+    else:
+        rc, remap = run_bounded([smi, "--query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure",
+                                 "--format=csv,noheader"])  # fmt: skip
+        h.known, h.gpus, h.note = True, parse_gpus(ecc, remap if rc == 0 else ""), "ok"
+    if xid_source:
+        rc, text = run_bounded(["journalctl", "--boot", "--no-pager", "--output=cat", "--grep=NVRM: Xid",
+                                *XID_MATCHES[xid_source]])  # fmt: skip
+        # journalctl --grep exits 1 when nothing matches.
+        h.xid_known = rc in (0, 1) and (rc == 0 or "No entries" in text or not text.strip())
+        h.xids = parse_xids(text) if rc == 0 else {}
+    return h
+
+
 class Sentinel:
     def __init__(self, args: argparse.Namespace) -> None:
         self.url = urllib.parse.urlsplit(args.vllm_url)
@@ -325,6 +426,17 @@ class Sentinel:
         self.stall_s = args.stall_sec
         self.verdict = Verdict()
         self.lock = threading.Lock()
+        self.nvidia_smi, self.xid_source, self.gpu_interval = args.nvidia_smi, args.xid_source, args.gpu_interval
+        self.gpu = GpuHealth(note="off" if not args.nvidia_smi else "not sampled yet")
+
+    def watch_gpus(self) -> None:
+        """Every ``gpu_interval`` s: nvidia-smi's fault counters and the kernel's Xid events (a thread: a slow
+        nvidia-smi never delays the readiness samples)."""
+        while True:
+            health = gpu_health(self.nvidia_smi, self.xid_source)
+            with self.lock:
+                self.gpu = health
+            time.sleep(self.gpu_interval)
 
     def step(self) -> Verdict:
         v = self.judge.judge(sample(self.url), read_cordon(self.cordon_file))
@@ -372,7 +484,39 @@ class Sentinel:
         out = []
         for name, kind, help_, value in rows:
             out += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name} {value}"]
-        return "\n".join(out) + "\n"
+        return "\n".join(out + self._gpu_metrics()) + "\n"
+
+    def _gpu_metrics(self) -> list[str]:
+        with self.lock:
+            g = self.gpu
+        out = [
+            "# HELP vllm_fleet_gpu_health_known 1 when nvidia-smi answered the last GPU health query.",
+            "# TYPE vllm_fleet_gpu_health_known gauge",
+            f"vllm_fleet_gpu_health_known {int(g.known)}",
+        ]
+        series = [
+            ("vllm_fleet_gpu_ecc_uncorrected_volatile", "ecc_uncorrected",
+             "Uncorrected ECC errors since the driver loaded (nvidia-smi ecc.errors.uncorrected.volatile.total)."),
+            ("vllm_fleet_gpu_row_remap_pending", "remap_pending",
+             "1 when a row remap is pending: the GPU needs a reset (nvidia-smi remapped_rows.pending)."),
+            ("vllm_fleet_gpu_row_remap_failure", "remap_failure",
+             "1 when row remapping failed: the GPU needs service (nvidia-smi remapped_rows.failure)."),
+        ]  # fmt: skip
+        for name, key, help_ in series:
+            out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
+            out += [f'{name}{{gpu="{d["gpu"]}",pci_bus_id="{d["pci_bus_id"]}"}} {d[key]}' for d in g.gpus if d[key]]
+        out += [
+            "# HELP vllm_fleet_gpu_xid_known 1 when the kernel log could be read for Xid events.",
+            "# TYPE vllm_fleet_gpu_xid_known gauge",
+            f"vllm_fleet_gpu_xid_known {int(g.xid_known)}",
+            "# HELP vllm_fleet_gpu_xid_errors_total Xid events of the NVIDIA driver in the kernel log since boot.",
+            "# TYPE vllm_fleet_gpu_xid_errors_total counter",
+        ]
+        out += [
+            f'vllm_fleet_gpu_xid_errors_total{{pci="{pci}",xid="{xid}"}} {n}'
+            for (pci, xid), n in sorted(g.xids.items())
+        ]
+        return out
 
 
 def handler(sentinel: Sentinel) -> type[http.server.BaseHTTPRequestHandler]:
@@ -389,7 +533,10 @@ def handler(sentinel: Sentinel) -> type[http.server.BaseHTTPRequestHandler]:
             elif path == "/metrics":
                 self._send(200, "text/plain; version=0.0.4", sentinel.metrics())
             elif path == "/state":
-                data = asdict(sentinel.current()) | {"watchdog_restarts": sentinel.watchdog.restarts}
+                with sentinel.lock:
+                    gpu = {"known": sentinel.gpu.known, "note": sentinel.gpu.note, "gpus": sentinel.gpu.gpus,
+                           "xids": {f"{pci} xid {xid}": n for (pci, xid), n in sentinel.gpu.xids.items()}}  # fmt: skip
+                data = asdict(sentinel.current()) | {"watchdog_restarts": sentinel.watchdog.restarts, "gpu": gpu}
                 self._send(200, "application/json", json.dumps(data) + "\n")
             else:
                 self._send(404, "text/plain", "not found: /ready, /metrics, /state\n")
@@ -419,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", default="", help="where the watchdog's record is kept")
     p.add_argument("--cordon-file", default="", help="a file whose presence takes the node out")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between two samples")
+    p.add_argument("--nvidia-smi", default="", help="nvidia-smi to query for GPU faults ('' = no GPU health)")
+    p.add_argument("--gpu-interval", type=float, default=30.0, help="seconds between two GPU health queries")
+    p.add_argument("--xid-source", default="", choices=["", *XID_MATCHES], help="journal entries read for Xid events")
     args = p.parse_args(argv)
     host, _, port = args.listen.rpartition(":")
     if not port.isdecimal() or not 0 < int(port) < 65536 or args.stall_sec <= 0 or args.interval <= 0:
@@ -432,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
     server = Server((address, int(port)), handler(sentinel))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    if args.nvidia_smi or args.xid_source:
+        threading.Thread(target=sentinel.watch_gpus, daemon=True).start()
     print(f"watching {args.vllm_url} (stall {args.stall_sec:g} s, watchdog "
           f"{f'{args.watchdog_sec:g} s' if args.watchdog_sec > 0 else 'off'}); answering on {args.listen}",
           flush=True)  # fmt: skip

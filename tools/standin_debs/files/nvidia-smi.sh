@@ -5,8 +5,11 @@
 # It talks to no GPU: it reports the driver version its package pins, and GPUs described by
 # /etc/vllm-fleet-standin/nvidia-smi.conf (shell assignments, all optional):
 #   GPU_COUNT=1  GPU_NAME="..."  GPU_MEMORY_MIB=81559  GPU_COMPUTE_CAP=9.0
+#   GPU_ECC_UNCORRECTED=0  GPU_REMAP_PENDING=No  GPU_REMAP_FAILURE=No  (faults a lab plays; a suffix _<index>,
+#   e.g. GPU_ECC_UNCORRECTED_1=4, sets one GPU's)
 # Supported: plain `nvidia-smi`, -L/--list-gpus, --version, -q, -pm 0|1, -i/--id,
-#   --query-gpu=FIELD[,FIELD...] --format=csv[,noheader][,nounits]
+#   --query-gpu=FIELD[,FIELD...] --format=csv[,noheader][,nounits],
+#   --query-remapped-rows=FIELD[,FIELD...] --format=csv[,noheader]
 set -u
 
 DRIVER_VERSION="@DRIVER_VERSION@"
@@ -15,6 +18,9 @@ GPU_COUNT=1
 GPU_NAME="vllm-fleet lab stand-in GPU"
 GPU_MEMORY_MIB=81559
 GPU_COMPUTE_CAP="9.0"
+GPU_ECC_UNCORRECTED=0
+GPU_REMAP_PENDING=No
+GPU_REMAP_FAILURE=No
 CONF=/etc/vllm-fleet-standin/nvidia-smi.conf
 # shellcheck disable=SC1090
 [ -r "$CONF" ] && . "$CONF"
@@ -49,6 +55,11 @@ gpu_ids() {
   done
 }
 
+# per_gpu NAME INDEX: $NAME_<INDEX> when the conf sets it, else $NAME
+per_gpu() {
+  eval "printf '%s' \"\${${1}_${2}:-\$${1}}\""
+}
+
 uuid() { printf 'GPU-5eed0000-0000-4000-8000-%012d' "$1"; }
 bus_id() { printf '00000000:%02X:00.0' $(($1 + 1)); }
 
@@ -76,6 +87,9 @@ field() {
     mig.mode.current) printf 'mig.mode.current\tDisabled\t' ;;
     vbios_version) printf 'vbios_version\t00.00.00.00.00\t' ;;
     pstate) printf 'pstate\tP0\t' ;;
+    ecc.errors.uncorrected.volatile.total) printf 'ecc.errors.uncorrected.volatile.total\t%s\t' "$(per_gpu GPU_ECC_UNCORRECTED "$2")" ;;
+    remapped_rows.pending) printf 'remapped_rows.pending\t%s\t' "$(per_gpu GPU_REMAP_PENDING "$2")" ;;
+    remapped_rows.failure) printf 'remapped_rows.failure\t%s\t' "$(per_gpu GPU_REMAP_FAILURE "$2")" ;;
     *) return 1 ;;
   esac
 }
@@ -203,6 +217,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --query-gpu=*) QUERY_GPU=${1#*=}; MODE=query_gpu ;;
     --query-gpu) shift; QUERY_GPU=${1:-}; MODE=query_gpu ;;
+    --query-remapped-rows=*) QUERY_GPU=${1#*=}; MODE=query_gpu ;;
     --format=*) FORMAT=${1#*=} ;;
     --format) shift; FORMAT=${1:-} ;;
     -i | --id) shift; ONLY_ID=${1:-} ;;
