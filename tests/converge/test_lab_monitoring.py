@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.converge.rollout_helpers import _ssh, all_serving, main_pid, router
+from tests.converge.rollout_helpers import _ssh, all_serving, router
 from tests.monitoring_samples import wait_for
 from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.fleet.spec import plan_fleet
@@ -130,27 +130,25 @@ def test_the_lab_prometheus_scrapes_every_node_with_its_labels(lab_prometheus: t
     assert prom.alerts(CONFIG_DRIFT) == [] and prom.alerts(PREEMPTIONS) == []
 
 
-def test_a_wedged_engine_leaves_the_router_alerts_and_the_watchdog_restarts_it(
+def test_a_wedged_engine_leaves_the_router_alerts_and_comes_back(
     lab_prometheus: tuple[Prom, Any], site: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """SIGSTOP of a real EngineCore under load through the router (vLLM's /health stays 200 all along): the node's
-    sentinel answers /ready 503 and HAProxy takes it out within 15 s; SIGCONT brings it back and the requests it
-    held finish (none failed). Stopped again and held: Prometheus scrapes the wedge and VllmEngineWedged is pending;
-    after the watchdog's time the sentinel kills vLLM, systemd restarts it, the kill is recorded, and the node comes
-    back into rotation by itself; no more requests fail than were in flight on it."""
+    sentinel answers /ready 503 and HAProxy takes it out within 15 s, Prometheus scrapes the wedge and
+    VllmEngineWedged is pending; SIGCONT brings the node back by itself and the requests it held finish: none
+    failed. (The watchdog's kill of a real unit is tests/unit/test_sentinel.py's; the watchdog on a lab node under
+    `vllm bench serve` is bench/wedge.py.)"""
     prom, plan = lab_prometheus
     host = site.state.hosts[1]
     node = next(n for n in plan.nodes if n.name == host.name)
     h, r = _ssh(site, host), router(site)
     all_serving(site)
-    before = main_pid(h)
     engine = h.run("pgrep -u vllm -f EngineCore").stdout.split()
     assert len(engine) == 1, engine
-    stop, cont = f"kill -STOP {engine[0]}", f"kill -CONT {engine[0]}"
     figures: dict[str, Any] = {}
     with LoadClient(site.router_url, MODEL, workers=4, pause=0.5, timeout=240) as load:
         wait_for("requests flowing", lambda: load.report.ok >= 6, 60)
-        assert h.run(stop).rc == 0
+        assert h.run(f"kill -STOP {engine[0]}").rc == 0
         stopped = time.monotonic()
         try:
             r.wait(host.name, lambda s: s.operational == "down", "out of rotation", 30)
@@ -158,47 +156,27 @@ def test_a_wedged_engine_leaves_the_router_alerts_and_the_watchdog_restarts_it(
             assert httpx.get(f"{node.endpoint}/health", timeout=5).status_code == 200  # vLLM itself says healthy
             ok = load.report.ok
             wait_for("the others serving", lambda: load.report.ok >= ok + 4, 60)
+            wedged = f'vllm_fleet_engine_wedged{{job="{mseries.SENTINEL_JOB}",host="{host.name}"}} == 1'
+            wait_for("the wedge scraped", lambda: prom.query(wedged), 45)
+            pending = wait_for(
+                "VllmEngineWedged pending",
+                lambda: [a for a in prom.alerts(ENGINE_WEDGED) if a["labels"]["host"] == host.name],
+                45,
+            )
+            figures["alert_pending_s"] = round(time.monotonic() - stopped, 1)
         finally:
-            assert h.run(cont).rc == 0
+            assert h.run(f"kill -CONT {engine[0]}").rc == 0
         resumed = time.monotonic()
         r.wait_serving(host.name, 30)
         figures["back_after_sigcont_s"] = round(time.monotonic() - resumed, 1)
-        wait_for("the held requests answered", lambda: not load.report.failed and _in_flight(h) == 0, 60)
-        figures["failed_stop_cont"] = len(load.report.failed)
-
-        assert h.run(stop).rc == 0
-        stopped = time.monotonic()
-        wedged = f'vllm_fleet_engine_wedged{{job="{mseries.SENTINEL_JOB}",host="{host.name}"}} == 1'
-        wait_for("the wedge scraped", lambda: prom.query(wedged), 45)
-        pending = wait_for(
-            "VllmEngineWedged pending",
-            lambda: [a for a in prom.alerts(ENGINE_WEDGED) if a["labels"]["host"] == host.name],
-            45,
-        )
-        figures["alert_pending_s"] = round(time.monotonic() - stopped, 1)
-        record = wait_for(
-            "the watchdog's record",
-            lambda: h.run("tail -n 1 /var/lib/vllm-sentinel/main/watchdog.jsonl").stdout.strip(),
-            config.LAB_WATCHDOG_SEC + 60,
-        )
-        figures["watchdog_s"] = round(time.monotonic() - stopped, 1)
-        wait_for("vLLM restarted by systemd", lambda: main_pid(h) not in (before, "0"), 60)
-        r.wait_serving(host.name, 300)
-        figures["serving_again_s"] = round(time.monotonic() - stopped, 1)
-        ok = load.report.ok
-        wait_for("requests flowing after the restart", lambda: load.report.ok >= ok + 4, 60)
-    killed = json.loads(record)
-    assert killed["unit"] == "vllm-main.service" and killed["killed"] and not killed["refused"], killed
-    assert int(engine[0]) in killed["killed"]
-    figures["failed_watchdog"] = len(load.report.failed)
-    figures["in_flight_at_kill"] = killed["in_flight"]
-    figures["failures"] = [f[:160] for f in load.report.failed]
-    assert len(load.report.failed) <= killed["in_flight"], load.report.failed  # at most what the dead engine held
-    assert "watchdog: vllm-main.service wedged" in h.run("journalctl -u vllm-sentinel-main -o cat --no-pager").stdout
-    assert pending[0]["annotations"]["summary"] == f"vLLM engine on {host.name} is wedged", pending
-    assert figures["left_rotation_s"] <= 15, figures
+        wait_for("the held requests answered", lambda: _in_flight(h) == 0, 60)
+    figures["failed"] = len(load.report.failed)
     with capsys.disabled():
         print(f"\nwedge figures ({host.name}, {load.report.ok} requests ok): {json.dumps(figures)}")
+    assert load.report.failed == [], load.report.failed
+    assert figures["left_rotation_s"] <= 15, figures
+    assert pending[0]["annotations"]["summary"] == f"vLLM engine on {host.name} is wedged", pending
+    assert h.run("test -e /var/lib/vllm-sentinel/main/watchdog.jsonl").rc == 1  # stopped shorter than its time
 
 
 def test_gpu_faults_alert_and_a_cordoned_node_leaves_the_router(lab_prometheus: tuple[Prom, Any], site: Any) -> None:

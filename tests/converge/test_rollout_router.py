@@ -8,8 +8,11 @@ leave the hosts on their new configs and need no rollout back."""
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,6 +59,40 @@ def assert_values_reach_the_server(h: Any) -> None:
     for name, value in VALUES["vllm_service_environment"].items():
         assert f"{name}={value}" in environ, [e for e in environ if e.startswith("VLLM_FLEET")]
     assert SCRATCH in h.run(f"systemctl show -p ReadWritePaths --value {UNIT}").stdout
+
+
+def canary_command(window_s: int, min_requests: int) -> list[str]:
+    """vllm-fleet's canary analysis as the role runs it (rollout.yml's vllm_fleet_canary_command)."""
+    vllm_fleet = str(Path(sys.executable).parent / "vllm-fleet")
+    return [vllm_fleet, "canary", "--window", str(window_s), "--min-requests", str(min_requests)]
+
+
+def test_a_canary_slower_than_the_baseline_is_rolled_back(
+    first_converge: PlaybookResult, site: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A profile that passes health and smoke but serves one sequence at a time (max_num_seqs 1) under 6 client
+    streams: the canary serves its share through the router for the analysis window, its TTFT is compared with the
+    two hosts still on the old profile, and it is rolled back (drained first) with the figures in its journal; the
+    other hosts are untouched and no client request fails."""
+    assert first_converge.ok
+    all_serving(site)
+    first, *others = site.state.hosts
+    before = snapshot(site)
+    slow = with_max_num_seqs(1)
+    with LoadClient(site.router_url, MODEL, workers=6, pause=0.2) as load:
+        result = rollout(site, render(slow).config, slow, vllm_fleet_canary_command=canary_command(30, 10))
+    assert not result.ok
+    h = _ssh(site, first)
+    entry = journal(h)
+    analysis = entry.get("analysis", {})
+    with capsys.disabled():
+        print(f"\nslow canary analysis: {json.dumps(analysis)}; load: {load.report.ok} ok")
+    assert entry["phase"] == "rolled-back" and analysis["decision"] == "rollback", entry
+    assert any(reason.startswith("TTFT p95 ") for reason in analysis["reasons"]), analysis
+    assert "max-num-seqs: 8" in config_of(h)  # back on the lab profile
+    assert snapshot(site, others) == {o.name: before[o.name] for o in others}  # untouched
+    assert load.report.failed == [], load.report.failed[:5]
+    router(site).wait_serving(first.name, 60)
 
 
 def test_a_host_cut_off_mid_rollout_stops_it(first_converge: PlaybookResult, site: Any) -> None:

@@ -795,6 +795,68 @@ def router_status(
     print_table(out, servers)
 
 
+@app.command("canary")
+def canary_cmd(
+    canary: Annotated[
+        str, typer.Argument(help="The canary's base URL (on its new config), e.g. http://10.0.0.11:8000.")
+    ],
+    baseline: Annotated[list[str], typer.Argument(help="Base URLs of the hosts still on the old config.")],
+    vllm_version: Annotated[str, typer.Option(help="The canary's vLLM release (its metric names).")] = "0.32.0",
+    baseline_vllm_version: Annotated[
+        str | None, typer.Option(help="The baseline's release, when it differs (an upgrade rollout).")
+    ] = None,
+    window: Annotated[float, typer.Option(help="Seconds of traffic compared.", min=1, callback=_finite)] = 60.0,
+    max_ttft_increase: Annotated[
+        float, typer.Option(help="TTFT p95 increase allowed, a share (0.5 = +50 %).", min=0, callback=_finite)
+    ] = 0.5,
+    max_itl_increase: Annotated[
+        float, typer.Option(help="Mean ITL increase allowed, a share.", min=0, callback=_finite)
+    ] = 0.5,
+    max_error_rate_increase: Annotated[
+        float, typer.Option(help="Error share increase allowed (0.02 = 2 points).", min=0, callback=_finite)
+    ] = 0.02,
+    min_requests: Annotated[int, typer.Option(help="Finished requests each side needs in the window.", min=1)] = 20,
+    alpha: Annotated[float, typer.Option(help="Significance of the one-sided tests.", min=0, max=0.5)] = 0.01,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """Canary analysis: the canary against the baseline hosts over the same window of real traffic (its TTFT p95,
+    mean ITL and error share; the noise rule of docs/rollouts.md#canary-analysis). Exit 0: promote (or
+    inconclusive: too few requests), 3: roll back, 2: bad input. The role runs it as vllm_service_canary_command."""
+    import json as jsonlib
+
+    from vllm_fleet.rollout.canary import Thresholds, analyse
+    from vllm_fleet.trust.node_reads import check_url
+
+    try:
+        for url in (canary, *baseline):
+            check_url(url)
+    except ValueError as e:
+        raise _fail(ValueError(f"vllm-fleet canary: {e}"), 2) from None
+    t = Thresholds(window, max_ttft_increase, max_itl_increase, max_error_rate_increase, min_requests, alpha)
+    try:
+        verdict = analyse(canary, baseline, vllm_version, t, baseline_vllm_version)
+    except (ValueError, KeyError) as e:
+        raise _fail(ValueError(f"vllm-fleet canary: {e}"), 2) from None
+    if as_json:
+        data = {"decision": verdict.decision, "reasons": verdict.reasons, "figures": verdict.figures}
+        out.print(jsonlib.dumps(data), markup=False, highlight=False, soft_wrap=True)
+    else:
+        rows = table("", "requests", "TTFT p95", "ITL mean", "errors", title=f"canary analysis: {verdict.decision}")
+        for side in ("canary", "baseline"):
+            f = verdict.figures.get(canary if side == "canary" else "baseline", {})
+            rows.add_row(
+                side,
+                f"{f.get('requests') or 0:g}",
+                "-" if f.get("ttft_p95_s") is None else f"{f['ttft_p95_s']:.3g} s",
+                "-" if f.get("itl_mean_s") is None else f"{(f['itl_mean_s'] or 0) * 1000:.3g} ms",
+                "-" if f.get("error_rate") is None else f"{f['error_rate']:.1%}",
+            )
+        print_table(out, rows)
+        for reason in verdict.reasons:
+            out.print(f"- {reason}", markup=False, highlight=False)
+    raise typer.Exit(3 if verdict.decision == "rollback" else 0)
+
+
 hardware_app = typer.Typer(help="Hardware catalogue entries from real servers.", no_args_is_help=True)
 app.add_typer(hardware_app, name="hardware")
 

@@ -27,6 +27,10 @@ options:
   profile: {description: The decode profile's name., type: str, default: ""}
   vllm_version: {description: The vLLM release the instance runs., type: str, default: ""}
   times: {description: This run's earlier phases and their times (the last call's C(times))., type: dict, default: {}}
+  analysis:
+    description: The canary analysis of this rollout (decision, reasons, figures), when one ran.
+    type: dict
+    default: {}
 """
 
 RETURN = r"""
@@ -61,6 +65,7 @@ def main() -> None:
             "profile": {"type": "str", "default": ""},
             "vllm_version": {"type": "str", "default": ""},
             "times": {"type": "dict", "default": {}},
+            "analysis": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -72,6 +77,8 @@ def main() -> None:
         "phase": p["phase"], "target": p["target"], "at": now, "profile": p["profile"],
         "vllm_version": p["vllm_version"], "times": times,
     }  # fmt: skip
+    if p["analysis"]:
+        record["analysis"] = p["analysis"]
     if not module.check_mode:
         write_atomically(Path(p["path"]), json.dumps(record) + "\n")
     module.exit_json(changed=not module.check_mode, at=now, times=times)
