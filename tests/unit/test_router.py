@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -313,3 +315,51 @@ def test_command_router_failure(tmp_path: Path) -> None:
         router.drain("node-1")
     with pytest.raises(RouterError, match="No such file or directory"):
         CommandRouter([str(tmp_path / "missing")]).ready("node-1")
+
+
+def test_config_with_sentinels_checks_ready_on_their_port(tmp_path: Path) -> None:
+    cfg = haproxy_config([("a", "10.0.0.5", 8000)], bind=":8080", socket=tmp_path / "s", sentinel_port=9180)
+    lines = [line.strip() for line in cfg.splitlines()]
+    assert "option httpchk GET /ready" in lines and "option httpchk GET /health" not in lines
+    assert "server a 10.0.0.5:8000 check port 9180 inter 1s fall 2 rise 2" in lines
+    with pytest.raises(RouterError, match="not in 1-65535"):
+        haproxy_config([("a", "10.0.0.5", 8000)], bind=":8080", socket=tmp_path / "s", sentinel_port=0)
+
+
+@requires_haproxy
+def test_a_node_whose_sentinel_says_wedged_leaves_and_rejoins(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Real HAProxy, a real backend and the real sentinel program (roles/vllm_service/files/vllm_sentinel.py) in
+    front of a real HTTP server playing vLLM: work in flight and its counters stopped, HAProxy takes the server out
+    although the server answers; the counters move again, it is back; a cordon file takes it out too."""
+    from tests.unit.test_sentinel import SCRIPT, _Engine, _engine_server
+
+    state_dir = tmp_path_factory.mktemp("haproxy-sentinel")
+    backend, engine = _backend("a"), _Engine()
+    vllm = _engine_server(engine)
+    port, cordon = _free_port(), state_dir / "cordon"
+    argv = [sys.executable, "-I", str(SCRIPT), "--vllm-url", f"http://127.0.0.1:{vllm.server_address[1]}",
+            "--listen", f"127.0.0.1:{port}", "--stall-sec", "2", "--interval", "0.2",
+            "--cordon-file", str(cordon)]  # fmt: skip
+    sentinel = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        router = start_haproxy(
+            state_dir, [("a", "127.0.0.1", backend.server_address[1])], bind=f"127.0.0.1:{_free_port()}",
+            sentinel_port=port,
+        )  # fmt: skip
+        router.wait_serving("a", 20)
+        engine.in_flight, engine.running = 2, False  # wedged: work in flight, nothing moves
+        stopped = time.monotonic()
+        router.wait("a", lambda s: s.operational == "down", "down", 20)
+        assert time.monotonic() - stopped < 2 + 4  # the stall time, then two failed checks a second apart
+        engine.running = True
+        router.wait_serving("a", 20)
+        cordon.write_text("maintenance\n")
+        router.wait("a", lambda s: s.operational == "down", "down", 20)
+        cordon.unlink()
+        router.wait_serving("a", 20)
+    finally:
+        stop_haproxy(state_dir)
+        sentinel.terminate()
+        sentinel.wait(timeout=10)
+        vllm.shutdown()
+        backend.shutdown()
