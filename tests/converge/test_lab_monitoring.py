@@ -197,9 +197,12 @@ def test_gpu_faults_alert_and_a_cordoned_node_leaves_the_router(lab_prometheus: 
     assert h.run(play).rc == 0
     try:
         for alert in (GPU_ECC, GPU_REMAP_FAILURE, GPU_XID):
-            fired = wait_for(
-                f"{alert} firing", lambda a=alert: [x for x in prom.alerts(a) if x["state"] == "firing"], 90
-            )
+            try:
+                fired = wait_for(
+                    f"{alert} firing", lambda a=alert: [x for x in prom.alerts(a) if x["state"] == "firing"], 90
+                )
+            except pytest.fail.Exception:
+                pytest.fail(f"{alert} not firing; the node's sentinel says {_state(h).get('gpu')}")
             assert {x["labels"]["host"] for x in fired} == {host.name}, fired
         xids = prom.query(f'vllm_fleet_gpu_xid_errors_total{{host="{host.name}"}}')
         assert [(x["metric"]["pci"], x["metric"]["xid"], x["value"][1]) for x in xids] == [("0000:01:00", "79", "1")]
@@ -222,12 +225,18 @@ def test_gpu_faults_alert_and_a_cordoned_node_leaves_the_router(lab_prometheus: 
     wait_for("the ECC alert resolved", lambda: prom.alerts(GPU_ECC) == [], 90)
 
 
-def _in_flight(h: Any) -> int:
-    """The node's sentinel's in-flight count (vLLM's /load)."""
+def _state(h: Any) -> dict[str, Any]:
+    """The node's sentinel's /state."""
     read = (
         "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9180/state', timeout=5).read().decode())"
     )
-    return int(json.loads(h.run(f'python3 -c "{read}"').stdout or "{}").get("in_flight") or 0)
+    state: dict[str, Any] = json.loads(h.run(f'python3 -c "{read}"').stdout or "{}")
+    return state
+
+
+def _in_flight(h: Any) -> int:
+    """The node's sentinel's in-flight count (vLLM's /load)."""
+    return int(_state(h).get("in_flight") or 0)
 
 
 def rules_now(prom: Prom) -> list[dict[str, Any]]:

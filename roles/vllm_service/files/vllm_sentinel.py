@@ -336,6 +336,8 @@ class GpuHealth:
     gpus: list[dict[str, str]] = field(default_factory=list)
     """Per GPU: index, pci_bus_id, ecc_uncorrected (a number or ""), remap_pending / remap_failure ("1", "0", "")."""
     xid_known: bool = False
+    xid_note: str = "off"
+    """What reading the journal said (its exit status and error) when it found no Xid line."""
     xids: dict[tuple[str, str], int] = field(default_factory=dict)
     """(PCI address, Xid) -> events since boot."""
 
@@ -411,6 +413,7 @@ def gpu_health(smi: str, xid_source: str) -> GpuHealth:
         # journalctl --grep exits 1 when nothing matches.
         h.xid_known = rc in (0, 1) and (rc == 0 or "No entries" in text or not text.strip())
         h.xids = parse_xids(text) if rc == 0 else {}
+        h.xid_note = f"{len(h.xids)} Xid kind(s)" if rc == 0 else f"journalctl exit {rc}: {printable(text, 200)}"
     return h
 
 
@@ -535,6 +538,7 @@ def handler(sentinel: Sentinel) -> type[http.server.BaseHTTPRequestHandler]:
             elif path == "/state":
                 with sentinel.lock:
                     gpu = {"known": sentinel.gpu.known, "note": sentinel.gpu.note, "gpus": sentinel.gpu.gpus,
+                           "xid_known": sentinel.gpu.xid_known, "xid_note": sentinel.gpu.xid_note,
                            "xids": {f"{pci} xid {xid}": n for (pci, xid), n in sentinel.gpu.xids.items()}}  # fmt: skip
                 data = asdict(sentinel.current()) | {"watchdog_restarts": sentinel.watchdog.restarts, "gpu": gpu}
                 self._send(200, "application/json", json.dumps(data) + "\n")
