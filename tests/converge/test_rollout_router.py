@@ -70,16 +70,20 @@ def canary_command(window_s: int, min_requests: int) -> list[str]:
 def test_a_canary_slower_than_the_baseline_is_rolled_back(
     first_converge: PlaybookResult, site: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A profile that passes health and smoke but serves one sequence at a time (max_num_seqs 1) under 6 client
-    streams: the canary serves its share through the router for the analysis window, its TTFT is compared with the
-    two hosts still on the old profile, and it is rolled back (drained first) with the figures in its journal; the
-    other hosts are untouched and no client request fails."""
+    """A profile that passes health and smoke but prefills 16 tokens a step (max_num_batched_tokens 16, the lab
+    profile's 2048) under 4 client streams of ~300-token prompts: the canary serves its share through the router for
+    the analysis window, its TTFT is compared with the two hosts still on the old profile, and it is rolled back
+    (drained first) with the figures in its journal; the other hosts are untouched and no client request fails.
+    (Measured: max_num_seqs 1 is not slower on this lab: 3 CPU engines share 2 cores, and the canary serving one
+    sequence at a time answered faster, TTFT p95 0.50 s against 0.94 s: promoted, rightly.)"""
     assert first_converge.ok
     all_serving(site)
     first, *others = site.state.hosts
     before = snapshot(site)
-    slow = with_max_num_seqs(1)
-    with LoadClient(site.router_url, MODEL, workers=6, pause=0.2) as load:
+    lab = lab_profile()
+    slow = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_batched_tokens": 16})})
+    prompt = " the servers hum along in the night" * 40
+    with LoadClient(site.router_url, MODEL, workers=4, pause=0.2, prompt=prompt) as load:
         result = rollout(site, render(slow).config, slow, vllm_fleet_canary_command=canary_command(30, 10))
     assert not result.ok
     h = _ssh(site, first)

@@ -37,10 +37,13 @@ class LoadClient:
         max_tokens: int = 8,
         pause: float = 0.5,
         timeout: float = 120.0,
+        prompt: str = "",
     ) -> None:
         self.url, self.model, self.workers, self.max_tokens = url.rstrip("/"), model, workers, max_tokens
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout, self.pause = timeout, pause
+        self.prompt = prompt
+        """Text after each request's "Request from worker N:" (a longer prompt is a longer prefill)."""
         self.report = LoadReport()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -48,7 +51,8 @@ class LoadClient:
         self._start = 0.0
 
     def _worker(self, index: int) -> None:
-        body = {"model": self.model, "prompt": f"Request from worker {index}:", "max_tokens": self.max_tokens}
+        prompt = f"Request from worker {index}:{self.prompt}"
+        body = {"model": self.model, "prompt": prompt, "max_tokens": self.max_tokens}
         with httpx.Client(base_url=self.url, timeout=self.timeout, headers=self.headers) as client:
             while not self._stop.is_set():
                 at = time.monotonic() - self._start
