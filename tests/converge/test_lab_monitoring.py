@@ -9,14 +9,19 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
 
-from tests.converge.rollout_helpers import _ssh, all_serving, router
+from tests.converge.rollout_helpers import _ssh, all_serving, config_of, main_pid, rollout, router, with_max_num_seqs
+from tests.fixtures_lab import converge
 from tests.monitoring_samples import wait_for
+from vllm_fleet.audit.collect import collect
+from vllm_fleet.audit.desired import targets
+from vllm_fleet.audit.reconcile import judge
 from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.fleet.spec import plan_fleet
 from vllm_fleet.lab import config
@@ -32,6 +37,7 @@ from vllm_fleet.monitoring.alerts import (
     NODE_CORDONED,
     PREEMPTIONS,
 )
+from vllm_fleet.profiles.render import render
 from vllm_fleet.rollout.load import LoadClient
 
 pytestmark = pytest.mark.lab
@@ -182,8 +188,9 @@ def test_a_wedged_engine_leaves_the_router_alerts_and_comes_back(
 def test_gpu_faults_alert_and_a_cordoned_node_leaves_the_router(lab_prometheus: tuple[Prom, Any], site: Any) -> None:
     """The stand-in nvidia-smi reports uncorrected ECC errors and a failed row remap, a real-format Xid line lands in
     the node's journal: the sentinel exports them, the generated GPU alerts fire for that node only. A person
-    cordons it: the router takes it out within seconds (vLLM still serving) and VllmNodeCordoned fires; the cordon
-    gone, it is back."""
+    cordons it (playbooks/cordon.yml; a reason that looks like a template is written as text): the router takes it
+    out within seconds (vLLM still serving), a rollout of a new config skips it, the audit shows the cordon and
+    VllmNodeCordoned fires; uncordoned (playbooks/uncordon.yml), it is back."""
     prom, _ = lab_prometheus
     host = site.state.hosts[-1]
     h, r = _ssh(site, host), router(site)
@@ -208,19 +215,33 @@ def test_gpu_faults_alert_and_a_cordoned_node_leaves_the_router(lab_prometheus: 
         assert [(x["metric"]["pci"], x["metric"]["xid"], x["value"][1]) for x in xids] == [("0000:01:00", "79", "1")]
     finally:
         assert h.run(f"mv {conf}.test {conf}").rc == 0
-    assert h.run("echo 'GPU 0 row remap failure (ticket 4711)' > /etc/vllm/main.cordon").rc == 0
+    reason = "GPU 0 row remap failure (ticket 4711) {{ lookup('pipe', 'id') }}"  # data, never a template
+    assert converge(site, "cordon.yml", vllm_fleet_hosts=host.name, vllm_fleet_cordon_reason=reason).ok
     cordoned = time.monotonic()
     try:
         r.wait(host.name, lambda s: s.operational == "down", "out of rotation", 30)
         left = time.monotonic() - cordoned
         assert left <= 15, left
+        assert h.file("/etc/vllm/main.cordon").content_string.splitlines()[0] == reason
         assert httpx.get(f"http://{host.ip}:{config.VLLM_PORT}/health", timeout=5).status_code == 200
+        # A rollout of a new config skips it (its server keeps its PID and config); the audit shows the cordon.
+        pid, before = main_pid(h), config_of(h)
+        new = with_max_num_seqs(3)
+        assert rollout(site, render(new).config, new, vllm_fleet_hosts=host.name).ok
+        assert (main_pid(h), config_of(h)) == (pid, before)
+        [target] = [
+            t for t in targets(plan_fleet(lab_fleet(site.state, site.model_dir))) if t.desired.host == host.name
+        ]
+        [ev] = collect([target], private_key=Path(site.state.ssh_key).read_text())
+        [finding] = [f for f in judge(target.desired, ev) if f.check == "VF-NODE-CORDON"]
+        assert (finding.status, finding.actual) == ("failed", f"cordoned: {reason}"), finding
         fired = wait_for(
             "VllmNodeCordoned", lambda: [x for x in prom.alerts(NODE_CORDONED) if x["state"] == "firing"], 90
         )
         assert {x["labels"]["host"] for x in fired} == {host.name}, fired
     finally:
-        assert h.run("rm -f /etc/vllm/main.cordon").rc == 0
+        assert converge(site, "uncordon.yml", vllm_fleet_hosts=host.name).ok
+    assert h.run("test -e /etc/vllm/main.cordon").rc == 1
     r.wait_serving(host.name, 30)
     wait_for("the ECC alert resolved", lambda: prom.alerts(GPU_ECC) == [], 90)
 

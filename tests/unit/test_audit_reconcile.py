@@ -85,6 +85,10 @@ def test_parse_argv_uses_the_release_flag_table() -> None:
         ({"dropins": "/etc/systemd/system/vllm-main.service.d/x.conf\nW1NlcnZpY2Vd\n"}, "VF-UNIT-DROPIN"),
         ({"unit": b64("[Unit]\nDescription=edited\n")}, "VF-UNIT-EDIT"),
         ({"security": "→ Overall exposure level for vllm-main.service: 6.1 MEDIUM\n"}, "VF-UNIT-EXPOSURE"),
+        (
+            {"cordon": "cordoned\nGPU 0 Xid 79, ticket 4711\ncordoned by ops at 2026-12-07T07:00:00Z\n"},
+            "VF-NODE-CORDON",
+        ),
     ],
 )
 def test_each_drift_has_its_own_finding(desired: Desired, data_dir: Path, remote: dict[str, str], check: str) -> None:
@@ -197,3 +201,19 @@ def test_a_config_written_in_the_second_the_server_started_is_not_stale(desired:
     assert "VF-PROC-STALE" not in failed(judge(desired, fresh))
     stale = evidence(desired, data_dir, systemctl=systemctl, config_mtime=f"{START + 0.95}\n")
     assert "VF-PROC-STALE" in failed(judge(desired, stale))
+
+
+def test_a_cordon_shows_its_reason_as_text_and_a_bundle_without_one_is_not_reviewed(
+    desired: Desired, data_dir: Path
+) -> None:
+    ev = evidence(desired, data_dir, cordon="cordoned\n\x1b]0;pwned\x07GPU 0 Xid 79" + "x" * 300 + "\n")
+    cordon = next(f for f in judge(desired, ev) if f.check == "VF-NODE-CORDON")
+    assert cordon.status == "failed" and cordon.remediation
+    assert (
+        cordon.actual.startswith("cordoned: ?]0;pwned?GPU 0 Xid 79x") and len(cordon.actual) == len("cordoned: ") + 200
+    )
+    ev = evidence(desired, data_dir, cordon="cordoned\n")
+    assert next(f for f in judge(desired, ev) if f.check == "VF-NODE-CORDON").actual == "cordoned: (no reason given)"
+    ev = evidence(desired, data_dir)
+    del ev.remote["cordon"]  # a bundle collected before cordons were read: never passed
+    assert next(f for f in judge(desired, ev) if f.check == "VF-NODE-CORDON").status == "not-reviewed"

@@ -15,6 +15,7 @@ from vllm_fleet.fleet.plan import ConvergeInput, FleetError
 from vllm_fleet.fleet.spec import parse_fleet, plan_fleet, resolve_fleet
 from vllm_fleet.project.paths import project_root
 from vllm_fleet.pulumi.gpu_node import preflight_script, supported_platforms
+from vllm_fleet.pulumi.names import RolloutPlan
 
 # How the Pulumi SDK marks a secret value on the wire.
 SECRET_SIG, SECRET_VALUE = rpc._special_sig_key, rpc._special_secret_sig
@@ -251,6 +252,7 @@ def test_serving_hosts_roll_in_batches_new_hosts_get_no_pause(monkeypatch: pytes
     endpoints = {h["name"]: h["address"] for h in fleet["hosts"]}
     serving = {f"http://{endpoints['gpu-4090-a']}:8000", f"http://{endpoints['gpu-4090-b']}:8000"}
     monkeypatch.setattr("vllm_fleet.pulumi.program.serving_endpoints", lambda _e: serving)
+    monkeypatch.setattr("vllm_fleet.pulumi.program.cordoned_nodes", lambda _s: {})
     mocks = run_program(fleet)
     pauses = [r for r in mocks.resources if r.name.startswith("rollout-pause-")]
     # Two serving hosts: one pause, between them; the new host (gpu-l40-a) waits for no pause.
@@ -258,6 +260,81 @@ def test_serving_hosts_roll_in_batches_new_hosts_get_no_pause(monkeypatch: pytes
     assert "time.sleep" in pauses[0].inputs["create"] and pauses[0].inputs["create"].endswith(" 5")
     node = json.loads(_converge_env(mocks)["gpu-4090-a-converge"]["VLLM_FLEET_NODE"])
     assert len(node["system_digest"]) == 64
+
+
+def test_a_cordoned_serving_host_is_in_no_batch_and_keeps_its_last_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_fleet.pulumi import gpu_node
+
+    fleet = example_fleet()
+    fleet["rollout"] = {"batch_size": 1}
+    endpoints = {h["name"]: f"http://{h['address']}:8000" for h in fleet["hosts"]}
+    monkeypatch.setattr("vllm_fleet.pulumi.program.serving_endpoints", lambda _e: set(endpoints.values()))
+    asked: list[dict[str, str]] = []
+
+    def cordoned(sentinels: dict[str, str]) -> dict[str, str]:
+        asked.append(sentinels)
+        return {"gpu-4090-b": "GPU 0 Xid 79, ticket 4711"}
+
+    monkeypatch.setattr("vllm_fleet.pulumi.program.cordoned_nodes", cordoned)
+    held: dict[str, Any] = {}
+    real = gpu_node.Command
+
+    def spy(name: str, *args: Any, opts: pulumi.ResourceOptions | None = None, **kwargs: Any) -> Any:
+        held[name] = opts.ignore_changes if opts else None
+        return real(name, *args, opts=opts, **kwargs)
+
+    monkeypatch.setattr(gpu_node, "Command", spy)
+    notes: list[str] = []
+    monkeypatch.setattr("pulumi.log.info", lambda msg, *a, **kw: notes.append(msg))
+    warnings: list[str] = []
+    monkeypatch.setattr("pulumi.log.warn", lambda msg, *a, **kw: warnings.append(msg))
+    run_program(fleet)
+    hosts = {h["name"]: h["address"] for h in fleet["hosts"]}
+    assert asked == [{n: f"http://{a}:9180" for n, a in hosts.items()}]  # every serving host's sentinel
+    assert held["gpu-4090-b-converge"] == held["gpu-4090-b-smoke"] == ["environment"]
+    assert held["gpu-4090-a-converge"] is None and held["gpu-l40-a-converge"] is None
+    plan = next(p for p in map(RolloutPlan.from_message, notes) if p is not None)
+    assert plan.batches == [["gpu-4090-a"], ["gpu-l40-a"]] and plan.cordoned == {
+        "gpu-4090-b": "GPU 0 Xid 79, ticket 4711"
+    }
+    assert any("gpu-4090-b is cordoned (GPU 0 Xid 79, ticket 4711): skipped" in w for w in warnings), warnings
+
+
+def test_the_cordon_probe_reads_each_sentinels_state_as_data() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from vllm_fleet.pulumi.serving import cordoned_nodes
+
+    answers = {
+        "/a/state": (200, json.dumps({"state": "cordoned", "cordoned": True, "reason": "cordoned: ticket 4711"})),
+        "/b/state": (200, json.dumps({"state": "ready", "cordoned": False, "reason": "ready"})),
+        "/c/state": (200, json.dumps({"cordoned": True, "reason": "\x1b]0;owned\x07" + "x" * 500})),
+        "/d/state": (200, "not json"),
+        "/e/state": (503, json.dumps({"cordoned": True})),
+        "/f/state": (200, json.dumps({"cordoned": "yes"})),
+    }
+
+    class Sentinel(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = answers.get(self.path, (404, ""))
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *_a: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Sentinel)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        found = cordoned_nodes({k: f"{base}/{k}" for k in "abcdef"} | {"g": "http://127.0.0.1:1"}, timeout_s=2)
+    finally:
+        server.shutdown()
+    assert found.keys() == {"a", "c"}
+    assert found["a"] == "ticket 4711"
+    assert found["c"].startswith("?]0;owned?xxx") and len(found["c"]) == 200
 
 
 def test_system_digest_ignores_the_profile_but_not_the_roles(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -232,6 +232,24 @@ def test_a_no_op_run_leaves_every_host_unchanged() -> None:
     assert lines[0] == "[1s] node1 (batch 1/3 canary): unchanged"
 
 
+def test_a_cordoned_host_is_shown_skipped_with_its_reason_and_stays_so() -> None:
+    p = Progress()
+    plan = RolloutPlan(batches=[["node1"]], cordoned={"node2": "GPU 0 Xid 79"}, smoke=True)
+    assert RolloutPlan.from_message(plan.message()) == plan
+    events = [plan_note(0, plan), *engine_noise(0)]
+    events += [*step(1, 5, "node1", "preflight", "same"), *step(5, 20, "node1", "converge", "update")]
+    events += step(20, 30, "node1", "smoke", "update")
+    for name in ("preflight", "converge", "smoke"):  # the engine keeps its last inputs: every step is `same`
+        events += step(1, 1, "node2", name, "same")
+    lines = feed(p, [*events, summary(31)])
+    assert phases(p) == {"node1": "done", "node2": "cordoned"}
+    table = render(p, 31)
+    assert table[0] == "rollout (finished): batch 1 of 1 · hosts done 1/1 · failures 0 · cordoned 1 (skipped) · 31s"
+    assert table[-1].split() == ["node2", "cordoned", "cordoned", "-", "skipped:", "GPU", "0", "Xid", "79;", "uncordon",
+                                 "it", "to", "roll", "it"]  # fmt: skip
+    assert not any("node2" in line for line in lines)  # no step of it ran, so nothing changed
+
+
 def test_without_the_smoke_gate_a_host_is_done_after_its_converge() -> None:
     p = Progress()
     feed(p, [plan_note(0, RolloutPlan(batches=[["node1"]], smoke=False)), *step(0, 1, "node1", "preflight", "same")])
@@ -324,6 +342,7 @@ def test_the_program_notes_its_plan_for_the_display(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(
         "vllm_fleet.pulumi.program.serving_endpoints", lambda _e: {endpoints["gpu-4090-a"], endpoints["gpu-4090-b"]}
     )
+    monkeypatch.setattr("vllm_fleet.pulumi.program.cordoned_nodes", lambda _s: {})
     notes: list[str] = []
     monkeypatch.setattr("pulumi.log.info", lambda msg, *a, **kw: notes.append(msg))
     mocks = run_program(fleet)

@@ -31,6 +31,20 @@ def test_outcome(before: str | None, now: str | None, phase: str | None, error: 
     assert outcome(before, NEW, now, phase, error)[0] == want
 
 
+def test_a_cordoned_host_the_rollout_skipped_is_reported_with_its_reason() -> None:
+    ev = HostEvidence("n1", "10.0.0.1", started_at=100.0)
+    ev.remote = {"config": b64("model: x\n"), "journal": "", "cordon": "cordoned\nGPU 0 Xid 79, ticket 4711\n"}
+    row = host_outcome("n1", OLD, NEW, ev, since=90.0)
+    assert (row.outcome, row.detail) == (
+        "cordoned",
+        "skipped: cordoned (GPU 0 Xid 79, ticket 4711); uncordon it to roll it",
+    )
+    ev.remote["cordon"] = ""
+    assert host_outcome("n1", OLD, NEW, ev, since=90.0).outcome == "untouched"
+    # cordoned after it moved: it is on the new config, and the audit says it is cordoned
+    assert outcome(OLD, NEW, NEW, "done", None, "ticket 4711")[0] == "moved"
+
+
 def test_a_journal_from_an_earlier_run_does_not_count() -> None:
     text = "model: x\n"
     ev = HostEvidence("n1", "10.0.0.1", started_at=100.0)

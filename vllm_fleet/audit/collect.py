@@ -32,7 +32,7 @@ WORKERS = 32
 
 # Read-only. Each section starts with MARK<name>; files are base64 so their bytes are kept exactly.
 SCRIPT = r"""set -u
-unit=$1 config=$2 lkg=$3 venv=$4 journal=${5:-} model=${6:-}
+unit=$1 config=$2 lkg=$3 venv=$4 journal=${5:-} model=${6:-} cordon=${7:-}
 sec() { printf '\n@@vllm-fleet-audit %s\n' "$1"; }
 sec now; date +%s.%N
 sec systemctl; systemctl show "$unit" -p MainPID -p ActiveState -p SubState -p NRestarts -p LoadState \
@@ -59,6 +59,7 @@ sec installed; dpkg-query -W -f '${db:Status-Abbrev} ${Package} ${Version}\n' 'n
 sec pins; for f in /etc/apt/preferences /etc/apt/preferences.d/*; do
   [ -f "$f" ] && { printf '%s\n' "$f"; base64 -w0 "$f"; echo; }; done
 sec journal; [ -n "$journal" ] && cat "$journal" 2>/dev/null
+sec cordon; [ -n "$cordon" ] && [ -e "$cordon" ] && { printf 'cordoned\n'; head -c 1024 "$cordon" 2>&1; }
 sec security; systemd-analyze security "$unit" --no-pager 2>&1 | tail -1
 sec model_manifest; [ -n "$model" ] && base64 -w0 "$model/.vllm-fleet-manifest.json" 2>/dev/null
 sec model_files; [ -n "$model" ] && [ -d "$model" ] && sh -c "$model_files" model-files "$model" 2>/dev/null
@@ -101,7 +102,7 @@ def parse_sections(text: str) -> dict[str, str]:
 
 def _ssh_argv(target: Target, known_hosts: Path) -> list[str]:
     d = target.desired
-    args = [d.unit, d.config_path, d.unit_lkg_path, d.venv, d.journal_path, d.model_dir or ""]
+    args = [d.unit, d.config_path, d.unit_lkg_path, d.venv, d.journal_path, d.model_dir or "", d.cordon_path]
     return [
         "ssh",
         *shlex.split(ssh_args(known_hosts)),

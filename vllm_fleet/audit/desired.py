@@ -39,6 +39,7 @@ def desired_for(node: NodeSpec, role_vars: dict[str, Any]) -> Desired:
         unit=f"vllm-{instance}.service",
         unit_lkg_path=f"{config_dir}/{instance}.service.lkg",
         journal_path=f"/var/lib/vllm-fleet/{instance}.rollout.json",
+        cordon_path=f"{config_dir}/{instance}.cordon",
         venv=str(v.get("vllm_service_venv") or v.get("vllm_venv") or role_default("vllm_venv")),
         port=profile.frontend.port,
         driver_version=str(v["nvidia_driver_version"]) if driver and v.get("nvidia_driver_version") else None,

@@ -48,6 +48,8 @@ class Desired:
     unit_lkg_path: str = "/etc/vllm/main.service.lkg"
     journal_path: str = "/var/lib/vllm-fleet/main.rollout.json"
     """The role's rollout journal (docs/rollouts.md): read for the rollout report, not judged by the audit."""
+    cordon_path: str = "/etc/vllm/main.cordon"
+    """The cordon file a person writes (playbooks/cordon.yml): its presence takes the node out of service."""
     venv: str = "/opt/vllm"
     port: int = 8000
     driver_version: str | None = None

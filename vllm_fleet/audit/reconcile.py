@@ -60,6 +60,13 @@ CHECKS: dict[str, Check] = {
             "read `journalctl -u vllm-main` for the crash; fix the profile or the host, then converge",
         ),
         Check(
+            "VF-NODE-CORDON",
+            "the node is in service: no person has cordoned it",
+            "medium",
+            "the node is out of the router on purpose (the reason shown); once its fault is fixed, uncordon it: "
+            "ansible-playbook -i <inventory> playbooks/uncordon.yml -e vllm_fleet_hosts=<host>",
+        ),
+        Check(
             "VF-CFG-DISK",
             "the config file on disk is the one rendered from the profile",
             "high",
@@ -366,6 +373,7 @@ def judge(desired: Desired, ev: HostEvidence, manifest: dict[str, str] | None = 
         ("remote/systemctl",),
     )
 
+    _judge_cordon(j)
     on_disk = b64_file(j.section("config"))
     disk_ok = on_disk == desired.config_text
     j.add(
@@ -423,6 +431,32 @@ def judge(desired: Desired, ev: HostEvidence, manifest: dict[str, str] | None = 
     _judge_unit(j)
     _judge_model(j)
     return j.findings
+
+
+def cordon_reason(ev: HostEvidence) -> str | None:
+    """The reason of the node's cordon (its file's first line, printable, at most 200 characters), "" when it gives
+    none, None when the node is not cordoned or its evidence has no cordon section."""
+    lines = ev.remote.get("cordon", "").strip().splitlines()
+    if not lines or lines[0] != "cordoned":
+        return None
+    reason = lines[1] if len(lines) > 1 else ""
+    return "".join(c if " " <= c <= "~" else "?" for c in reason)[:200]
+
+
+def _judge_cordon(j: _Judge) -> None:
+    """VF-NODE-CORDON: a cordon file (playbooks/cordon.yml) takes the node out of service, on purpose."""
+    if "cordon" not in j.ev.remote:
+        j.add("VF-NODE-CORDON", "not-reviewed", "not cordoned", "not read", "cordon file", ())
+        return
+    reason = cordon_reason(j.ev)
+    j.add(
+        "VF-NODE-CORDON",
+        "passed" if reason is None else "failed",
+        "not cordoned",
+        "not cordoned" if reason is None else f"cordoned: {reason or '(no reason given)'}",
+        "cordon file",
+        ("remote/cordon",),
+    )
 
 
 def _judge_model(j: _Judge) -> None:

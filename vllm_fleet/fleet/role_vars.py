@@ -585,3 +585,11 @@ def role_default(name: str) -> Any:
     """A role variable's default, as its role's argument_specs declares it (the role's defaults/main.yml holds
     the same value: tests/roles check the two agree)."""
     return role_schema().options[name].default
+
+
+def sentinel_port(role_vars: dict[str, object]) -> int | None:
+    """The port of the nodes' sentinels under these role variables (the role's default unless set); None when
+    the fleet turns them off."""
+    if not role_vars.get("vllm_service_sentinel", role_default("vllm_service_sentinel")):
+        return None
+    return int(str(role_vars.get("vllm_service_sentinel_port", role_default("vllm_service_sentinel_port"))))

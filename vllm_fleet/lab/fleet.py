@@ -86,7 +86,9 @@ def lab_fleet_up(
     clear_stale_locks(engine, stack_name, log)
     st = stack(engine, stack_name)
     previous = st.outputs().get("nodes")
-    before = {n["host"]: n["config_hash"] for n in (previous.value if previous else []) or []}
+    # A host cordoned in that run kept its older config: its row's hash is the one it was not given.
+    rows = (previous.value if previous else []) or []
+    before = {n["host"]: n["config_hash"] for n in rows if n.get("rollout") != "cordoned"}
     fleet = lab_fleet(site.state, site.model_dir, profile)
     plan = plan_fleet(fleet)
     configure(

@@ -9,17 +9,9 @@ edge: the output directory).
 from __future__ import annotations
 
 from vllm_fleet.fleet.plan import FleetPlan
-from vllm_fleet.fleet.role_vars import role_default
+from vllm_fleet.fleet.role_vars import sentinel_port
 from vllm_fleet.monitoring.scopes import MonitoredNode, Scope, profile_scopes, scopes_of
 from vllm_fleet.monitoring.write import Written, write_monitoring
-
-
-def sentinel_port(role_vars: dict[str, object]) -> int | None:
-    """The port of the nodes' sentinels under these role variables (the role's default unless set); None when
-    the fleet turns them off."""
-    if not role_vars.get("vllm_service_sentinel", role_default("vllm_service_sentinel")):
-        return None
-    return int(str(role_vars.get("vllm_service_sentinel_port", role_default("vllm_service_sentinel_port"))))
 
 
 def fleet_nodes(plan: FleetPlan) -> list[MonitoredNode]:

@@ -92,6 +92,9 @@ class GpuNodeArgs:
     """Extra Ansible variables (mirror URLs, package pins)."""
     smoke: bool = False
     """Gate the node on `vllm-fleet smoke` after converging (the next batch waits for it)."""
+    cordoned: str | None = None
+    """Why a person cordoned this serving node (None: not cordoned). A cordoned node's converge and smoke keep the
+    inputs of their last run (``ignore_changes``): nothing runs on it until it is uncordoned."""
 
 
 class GpuNode(pulumi.ComponentResource):
@@ -134,13 +137,18 @@ class GpuNode(pulumi.ComponentResource):
         if args.api_key_version is not None:
             env["VLLM_FLEET_API_KEY_VERSION"] = args.api_key_version
         converge = f"{python} -m vllm_fleet.converge apply"
+        # Cordoned: the engine keeps the last run's environment, so nothing runs now and the change is still pending
+        # (a diff) at the first `pulumi up` after the uncordon.
+        held = ["environment"] if args.cordoned is not None else None
         self.converge = Command(
             node_step_name(name, "converge"),
             create=converge,
             update=converge,
             delete=f"{python} -m vllm_fleet.converge remove",
             environment=env,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.preflight], aliases=was("local")),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.preflight], aliases=was("local"), ignore_changes=held
+            ),
         )
         gate: pulumi.Resource = self.converge
         if args.smoke:
@@ -154,7 +162,7 @@ class GpuNode(pulumi.ComponentResource):
                 update=smoke,
                 # The converge's digest: the gate runs again after every converge (and with a new API key).
                 environment={**env, "VLLM_FLEET_NODE": json.dumps(target)},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.converge]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.converge], ignore_changes=held),
             )
             gate = self.smoke
         self.gate = gate

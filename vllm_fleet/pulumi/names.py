@@ -64,6 +64,8 @@ class RolloutPlan:
     smoke: bool = True
     """Each host's last step is its smoke gate (else its converge)."""
     pause_s: float = 0.0
+    cordoned: dict[str, str] = field(default_factory=dict)
+    """Serving hosts a person cordoned, each with its reason: in no batch, left as they are."""
 
     def message(self) -> str:
         doc = {
@@ -72,6 +74,7 @@ class RolloutPlan:
             "canary": self.canary,
             "smoke": self.smoke,
             "pause_s": self.pause_s,
+            "cordoned": self.cordoned,
         }
         return PLAN_PREFIX + json.dumps(doc, separators=(",", ":"))
 
@@ -89,6 +92,7 @@ class RolloutPlan:
                 canary=bool(doc["canary"]),
                 smoke=bool(doc["smoke"]),
                 pause_s=float(doc["pause_s"]),
+                cordoned={str(h): str(r) for h, r in (doc.get("cordoned") or {}).items()},
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pulumi
 
 from vllm_fleet.fleet.plan import FleetError, NodeSpec
+from vllm_fleet.fleet.role_vars import sentinel_port
 from vllm_fleet.fleet.source import FILE, INLINE, in_file, stack_fleet
 from vllm_fleet.models.staging import unverified
 from vllm_fleet.project.digest import tree_files, update_with_files
@@ -23,7 +25,7 @@ from vllm_fleet.project.paths import project_root
 from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs, api_key_version, rollout_pause
 from vllm_fleet.pulumi.names import RolloutPlan
 from vllm_fleet.pulumi.plan_cache import cached_plan
-from vllm_fleet.pulumi.serving import serving_endpoints
+from vllm_fleet.pulumi.serving import cordoned_nodes, serving_endpoints
 
 CONVERGE_INPUTS = ("roles", "playbooks", "templates", "ansible.cfg")
 
@@ -36,6 +38,12 @@ def converge_digest(root: Path | None = None) -> str:
         base = root / name
         update_with_files(digest, root, tree_files(base) if base.is_dir() else [base] if base.exists() else [])
     return digest.hexdigest()
+
+
+def sentinel_url(endpoint: str, port: int) -> str:
+    """The base URL of the sentinel beside a node's vLLM endpoint (``http://host:port``)."""
+    host = urlsplit(endpoint).hostname or ""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def run() -> None:
@@ -65,7 +73,7 @@ def run() -> None:
     digest = converge_digest()
     smoke = cfg.get_bool("smoke") is not False  # the gate is on unless the stack turns it off
 
-    def node(spec: NodeSpec, after: list[pulumi.Resource]) -> GpuNode:
+    def node(spec: NodeSpec, after: list[pulumi.Resource], cordon: str | None = None) -> GpuNode:
         return GpuNode(
             spec.name,
             GpuNodeArgs(
@@ -75,12 +83,24 @@ def run() -> None:
                 converge_digest=digest,
                 role_vars=fleet.role_vars,
                 smoke=smoke,
+                cordoned=cordon,
             ),
             opts=pulumi.ResourceOptions(depends_on=after),
         )
 
     serving = serving_endpoints(n.endpoint for n in fleet.nodes)
-    rolling = [n for n in fleet.nodes if n.endpoint in serving]
+    port = sentinel_port(fleet.role_vars)
+    cordoned = (
+        cordoned_nodes({n.name: sentinel_url(n.endpoint, port) for n in fleet.nodes if n.endpoint in serving})
+        if port is not None
+        else {}
+    )
+    # A serving host a person cordoned is in no batch: its converge keeps its last inputs until it is uncordoned.
+    for n in fleet.nodes:
+        if n.name in cordoned:
+            pulumi.log.warn(f"{n.name} is cordoned ({cordoned[n.name]}): skipped; uncordon it to roll it")
+            node(n, [], cordoned[n.name])
+    rolling = [n for n in fleet.nodes if n.endpoint in serving and n.name not in cordoned]
     new = [n for n in fleet.nodes if n.endpoint not in serving]
     # Serving hosts: the canary, then batch after batch, each waiting for the last one's gate (and the pause).
     previous: list[pulumi.Resource] = []
@@ -94,6 +114,7 @@ def run() -> None:
             canary=fleet.canary and len(batches) > 1,  # then the first batch is one host
             smoke=smoke,
             pause_s=fleet.pause_s,
+            cordoned=cordoned,
         ).message()
     )
     for k, batch in enumerate(batches):
@@ -114,7 +135,7 @@ def run() -> None:
             "profile": n.profile,
             "vllm_version": n.vllm_version,
             "config_hash": n.config_hash[:12],
-            "rollout": "batch" if n.endpoint in serving else "new",
+            "rollout": "cordoned" if n.name in cordoned else "batch" if n.endpoint in serving else "new",
         }
         for n in fleet.nodes
     ]

@@ -32,9 +32,10 @@ Phase = Literal[
     "rolled back",
     "interrupted",
     "untouched",
+    "cordoned",
 ]
-Group = Literal["batch", "new", "?"]
-FINISHED: tuple[Phase, ...] = ("done", "unchanged", "failed", "rolled back", "interrupted", "untouched")
+Group = Literal["batch", "new", "cordoned", "?"]
+FINISHED: tuple[Phase, ...] = ("done", "unchanged", "failed", "rolled back", "interrupted", "untouched", "cordoned")
 FAILED: tuple[Phase, ...] = ("failed", "rolled back")
 CONVERGING: tuple[Phase, ...] = ("provisioning", "converging")
 ROLLED_BACK_MARKER = "Restored the last-known-good config"
@@ -49,7 +50,8 @@ _RUNS = {OpType.CREATE, OpType.UPDATE, OpType.REPLACE, OpType.CREATE_REPLACEMENT
 class HostProgress:
     name: str
     group: Group = "?"
-    """``batch``: a serving host, rolled in batch ``index``; ``new``: provisioned in wave ``index``."""
+    """``batch``: a serving host, rolled in batch ``index``; ``new``: provisioned in wave ``index``; ``cordoned``: a
+    serving host a person cordoned, left as it is."""
     index: int = 0
     phase: Phase = "waiting"
     started: float | None = None
@@ -150,10 +152,14 @@ class Progress:
         self.plan = plan
         groups: list[tuple[Group, int, list[str]]] = [("batch", k, b) for k, b in enumerate(plan.batches)]
         groups += [("new", k, w) for k, w in enumerate(plan.new)]
+        groups += [("cordoned", 0, list(plan.cordoned))]
         for group, index, names in groups:
             for name in names:
                 host = self.hosts.setdefault(name, HostProgress(name))
                 host.group, host.index = group, index
+                if group == "cordoned":
+                    host.phase = "cordoned"
+                    host.detail = f"skipped: {plan.cordoned[name]}; uncordon it to roll it"
         self.hosts = {**{n: self.hosts[n] for _, _, names in groups for n in names}, **self.hosts}
         return [ROLLOUT]
 
@@ -183,6 +189,8 @@ class Progress:
         if found is None or meta.op not in _RUNS:
             return []
         host, step = found
+        if host.phase == "cordoned":
+            return []
         host.ran = True
         host.started = host.started if host.started is not None else at
         host.phase = _running(step, meta.op)
@@ -261,6 +269,8 @@ def batch_label(p: Progress, h: HostProgress) -> str:
         return label + " canary" if p.plan.canary and h.index == 0 else label
     if h.group == "new":
         return f"new {h.index + 1}/{len(p.plan.new)}"
+    if h.group == "cordoned":
+        return "cordoned"
     return "-"
 
 
@@ -275,8 +285,11 @@ def header(p: Progress, now: float) -> str:
     if p.plan.new:
         new = [h for h in hosts if h.group == "new"]
         parts.append(f"new hosts {sum(h.phase in ('done', 'unchanged') for h in new)}/{len(new)}")
-    parts.append(f"hosts done {sum(h.phase in ('done', 'unchanged') for h in hosts)}/{len(hosts)}")
+    rolled = [h for h in hosts if h.group != "cordoned"]
+    parts.append(f"hosts done {sum(h.phase in ('done', 'unchanged') for h in rolled)}/{len(rolled)}")
     parts.append(f"failures {sum(h.phase in FAILED for h in hosts)}")
+    if cordoned := len(hosts) - len(rolled):
+        parts.append(f"cordoned {cordoned} (skipped)")
     parts.append(clock(now - p.started_at) if p.started_at is not None else "0s")
     state = " (stopped)" if p.stopped else " (finished)" if p.finished else ""
     return f"rollout{state}: " + " · ".join(parts)

@@ -12,14 +12,16 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from vllm_fleet.audit.evidence import HostEvidence, b64_file, sha256_text
+from vllm_fleet.audit.reconcile import cordon_reason
 
-Outcome = Literal["moved", "unchanged", "rolled back", "failed", "interrupted", "untouched", "unreachable"]
+Outcome = Literal["moved", "unchanged", "rolled back", "failed", "interrupted", "cordoned", "untouched", "unreachable"]
 OUTCOMES: tuple[Outcome, ...] = (
     "moved",
     "unchanged",
     "rolled back",
     "failed",
     "interrupted",
+    "cordoned",
     "untouched",
     "unreachable",
 )
@@ -40,9 +42,15 @@ class HostOutcome:
 
 
 def outcome(
-    before: str | None, target: str, now: str | None, phase: str | None, error: str | None
+    before: str | None,
+    target: str,
+    now: str | None,
+    phase: str | None,
+    error: str | None,
+    cordon: str | None = None,
 ) -> tuple[Outcome, str]:
-    """``(outcome, detail)`` of one host; hashes compared on their first 12 hex digits."""
+    """``(outcome, detail)`` of one host; hashes compared on their first 12 hex digits. ``cordon``: the reason a
+    person cordoned the host (None: not cordoned)."""
     if error is not None:
         return "unreachable", error
     if phase == "failed":
@@ -55,6 +63,8 @@ def outcome(
         if before is not None and before[:12] == target[:12]:
             return "unchanged", "already on this config"
         return "moved", "on the new config, passed health and smoke"
+    if cordon is not None:
+        return "cordoned", f"skipped: cordoned ({cordon or 'no reason given'}); uncordon it to roll it"
     return "untouched", "still on its earlier config (the rollout stopped before its batch)"
 
 
@@ -70,7 +80,7 @@ def host_outcome(host: str, before: str | None, target: str, ev: HostEvidence | 
         journal = {}
     if isinstance(journal, dict) and float(journal.get("at") or 0) >= since:
         phase = str(journal.get("phase") or "") or None
-    kind, detail = outcome(before, target, now, phase, ev.error)
+    kind, detail = outcome(before, target, now, phase, ev.error, cordon_reason(ev))
     return HostOutcome(host, kind, before[:12] if before else None, target[:12], now, phase, detail)
 
 
