@@ -261,4 +261,4 @@ def test_saf_view_summary_counts_match(
             assert got == {sev: n for (k, sev), n in want.items() if k == key}, (key, [p.name for p in subset])
             assert summary[key]["total"] == sum(n for (k, _), n in want.items() if k == key)
     fleet_counts = {key: summary[key]["total"] for key in _SAF_KEY.values()}
-    assert fleet_counts == {"passed": 34, "failed": 2, "skipped": 19, "error": 1, "no_impact": 4}
+    assert fleet_counts == {"passed": 36, "failed": 2, "skipped": 20, "error": 1, "no_impact": 4}

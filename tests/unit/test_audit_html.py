@@ -111,13 +111,13 @@ def test_summary_counts_by_status_and_severity() -> None:
     html = to_html(findings, hosts)
     words = Page(html).words()
     counts = summary(findings)["counts"]
-    assert counts == {"error": 1, "failed": 2, "not-applicable": 4, "passed": 34}
+    assert counts == {"error": 1, "failed": 2, "not-applicable": 4, "passed": 36}
     for status, n in counts.items():
         assert re.search(rf"<li class=\"c-{status}\"><b>{n}</b>", html), status
     assert '<li class="zero"><b>0</b>' in html  # not-reviewed, shown as none
     # Severity rows of the matrix: critical has the error, the 4 reachability/service passes and the model check
     # (not applicable: the sample stages no model) on the two hosts read, 7 in all.
-    assert "critical 0 1 0 2 4 7" in words and "high 2 0 0 0 14 16" in words and "total 2 1 0 4 34 41" in words
+    assert "critical 0 1 0 2 4 7" in words and "high 2 0 0 0 14 16" in words and "total 2 1 0 4 36 43" in words
     assert "Evidence evidence/ : every collected file; evidence/manifest.json holds their sha256." in words
 
 
@@ -130,14 +130,14 @@ def test_host_sections_show_what_to_review_first_then_passed_collapsed() -> None
     details = node2.index("<details")
     failed = [m.start() for m in re.finditer(r'data-status="failed"', node2)]
     passed = [m.start() for m in re.finditer(r'data-status="passed"', node2)]
-    assert len(failed) == 2 and max(failed) < details < min(passed) and len(passed) == 16
+    assert len(failed) == 2 and max(failed) < details < min(passed) and len(passed) == 17
     row = re.search(r'<tr data-status="failed" id="VF-RUN-CONFIG:max-num-seqs@node2">(.*?)</tr>', node2, re.S)
     assert row is not None
     words = " ".join(Page(row.group(1)).words().split())
     assert words.startswith("✗ failed high VF-RUN-CONFIG:max-num-seqs every effective flag")
     assert "8 64 config file converge the host" in words  # expected and actual side by side, layer, remediation
     assert '<th scope="col">Expected</th><th scope="col">Actual</th>' in node2
-    assert "<summary>Passed: 16 · not applicable: 2</summary>" in node2
+    assert "<summary>Passed: 17 · not applicable: 2</summary>" in node2
     node1 = host_part(html, "node1")
     assert "Nothing to review" in node1 and '<table class="findings">\n<caption>To review' not in node1
     node3 = host_part(html, "node3")
@@ -233,7 +233,7 @@ def test_chromium_shows_the_report(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     dom: str = run.stdout
     assert "Content Security Policy" not in run.stderr  # the inline style and script ran, nothing was refused
-    assert '<div id="filter" role="search">' in dom and "41 of 41 findings shown" in dom  # the script ran
+    assert '<div id="filter" role="search">' in dom and "43 of 43 findings shown" in dom  # the script ran
     assert '<strong id="verdict">Verdict: incomplete</strong>' in dom and "exit code 2: some host" in dom
     for n, host in enumerate(("node1", "node2", "node3"), 1):
         assert re.search(rf'<h2 id="host-{n}-h">{host} <span class="badge', dom), host

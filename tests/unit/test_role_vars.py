@@ -292,6 +292,7 @@ _ENV.tests = _AnyName()
 _EXPRESSION_KEYS = {"when", "that", "changed_when", "failed_when", "until"}
 _MAGIC = {
     "item",
+    "now",
     "lookup",
     "query",
     "q",
