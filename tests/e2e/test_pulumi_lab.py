@@ -154,7 +154,8 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     fleet = lab_fleet(site.state, site.model_dir)
     assert all(h["host_key"].startswith("ssh-ed25519 ") for h in fleet["hosts"])  # pinned, as the docs show
     # Batches: the canary alone, then the other two at once (a first up on serving hosts rolls them as a rollout).
-    fleet["rollout"] = {"batch_size": 2}
+    # With rollout.analysis the canary is judged against the other two over a 5 s window before they start.
+    fleet["rollout"] = {"batch_size": 2, "analysis": {"window_s": 5}}
     # The secrets exactly as docs/pulumi.md says: `pulumi config set --secret <name> -- <value>`.
     cli.run("config", "set", "--secret", "sshPrivateKey", "--", Path(site.state.ssh_key).read_text())
     cli.run("config", "set", "--secret", "apiKey", "--", api_key)
@@ -175,6 +176,11 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     assert ssh(site, canary.ip, stamp).split()[1] == "65"  # the full converge recorded itself
     assert {h.name: ssh(site, h.ip, stamp) for h in others} == recorded  # no full converge on the others
     assert first.get("create", 0) > 0, first
+    # The canary's analysis ran (under the program's command, in its converge) on an idle lab: too few requests to
+    # judge, so inconclusive and promoted, with the figures of both sides in its journal.
+    analysis = journal(site, canary.ip).get("analysis") or {}
+    assert analysis.get("decision") == "inconclusive", analysis
+    assert analysis["figures"]["baseline"]["requests"] == 0 and "too few finished requests" in analysis["reasons"][0]
     nodes = json.loads(cli.run("stack", "output", "nodes", "--json").stdout)
     assert [n["host"] for n in nodes] == [h.name for h in site.state.hosts]
     for n in nodes:

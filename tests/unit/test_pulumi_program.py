@@ -300,6 +300,48 @@ def test_a_cordoned_serving_host_is_in_no_batch_and_keeps_its_last_inputs(monkey
     assert any("gpu-4090-b is cordoned (GPU 0 Xid 79, ticket 4711): skipped" in w for w in warnings), warnings
 
 
+def test_rollout_analysis_makes_the_canary_judge_itself_against_the_later_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fleet = example_fleet()
+    endpoints = {h["name"]: f"http://{h['address']}:8000" for h in fleet["hosts"]}
+    serving = {endpoints["gpu-4090-a"], endpoints["gpu-4090-b"]}
+    monkeypatch.setattr("vllm_fleet.pulumi.program.serving_endpoints", lambda _e: serving)
+    monkeypatch.setattr("vllm_fleet.pulumi.program.cordoned_nodes", lambda _s: {})
+
+    def node_vars(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        env = _converge_env(run_program(fleet))
+        return {k.removesuffix("-converge"): json.loads(v["VLLM_FLEET_NODE"]) for k, v in env.items()}
+
+    plain = node_vars(fleet)
+    fleet["rollout"] = {"analysis": {"window_s": 30, "max_ttft_increase": 0.25, "min_requests": 10}}
+    judged = node_vars(fleet)
+    canary = judged["gpu-4090-a"]["role_vars"]
+    command = canary["vllm_service_canary_command"]
+    assert command[1:5] == ["-m", "vllm_fleet.cli", "canary", "--vllm-version"]
+    opts = dict(zip(command[6::2], command[7::2], strict=True))
+    assert opts == {
+        "--window": "30",
+        "--max-ttft-increase": "0.25",
+        "--max-itl-increase": "0.5",
+        "--max-error-rate-increase": "0.02",
+        "--min-requests": "10",
+        "--alpha": "0.01",
+    }
+    assert canary["vllm_service_canary_baseline"] == [endpoints["gpu-4090-b"]]  # the later batch, not the new host
+    assert canary["vllm_service_canary_url"] == endpoints["gpu-4090-a"]
+    for host in ("gpu-4090-b", "gpu-l40-a"):
+        assert not any(k.startswith("vllm_service_canary") for k in judged[host]["role_vars"]), host
+    # The canary's system digest is the same: the analysis only rolls the server, never the driver or vLLM.
+    assert {h: v["system_digest"] for h, v in judged.items()} == {h: v["system_digest"] for h, v in plain.items()}
+    with pytest.raises(FleetError) as err:
+        plan_fleet({**fleet, "rollout": {"analysis": {"window_s": 1}}})
+    assert "rollout.analysis.window_s" in str(err.value)
+    with pytest.raises(FleetError) as err:
+        plan_fleet({**fleet, "role_vars": {"vllm_service_canary_baseline": ["http://x:8000"]}})
+    assert "rollout.analysis" in str(err.value)
+
+
 def test_the_cordon_probe_reads_each_sentinels_state_as_data() -> None:
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer

@@ -185,3 +185,14 @@ def test_the_watch_prints_each_new_activity_off_a_terminal(tmp_path: Path) -> No
     assert lines[0] == "[50s] node-1 (batch 1/0): converging › draining", buf.getvalue()
     assert lines[1:] == ["[50s] node-1 (batch 1/0): interrupted after 50s (the run ended before this host finished)"]
     assert "›" not in change_lines(watch.progress, ["node-1"], 200.0)[0]
+
+
+def test_the_canary_analysis_window_is_an_activity_of_its_own() -> None:
+    """The canary serves beside the old hosts for the whole window: the live table says so, with how long."""
+    event = {"event": "runner_on_start", "event_data": {"role": "vllm_service", "task_path": "/r/canary.yml:14"}}
+    activity = activity_of(event)
+    assert activity == "canary analysis: serving beside the hosts on the old config"
+    p = Progress()
+    p.hosts["a"] = HostProgress("a", phase="converging", started=100.0)
+    assert p.note_activities({"a": (activity, 130.0)}) == ["a"]
+    assert p.hosts["a"].state_at(153.0) == f"converging › {activity} (23s)"

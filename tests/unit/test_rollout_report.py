@@ -59,3 +59,32 @@ def test_a_journal_from_an_earlier_run_does_not_count() -> None:
     assert summary(rows) == {"untouched": 1, "unreachable": 1}
     doc = json.loads(to_json(rows, error="pulumi up failed"))
     assert doc["ok"] is False and doc["summary"] == {"untouched": 1, "unreachable": 1}
+
+
+def test_the_canary_analysis_the_journal_records_is_in_the_hosts_detail() -> None:
+    url = "http://10.0.0.1:8000"
+    analysis = {
+        "decision": "rollback",
+        "reasons": ["TTFT p95 1.9 s vs 0.41 s on the baseline (+363%, over the +50% allowed; p = 1e-06 < 0.01)"],
+        "figures": {
+            url: {"requests": 31, "ttft_p95_s": 1.9, "itl_mean_s": 0.031, "error_rate": 0.0},
+            "baseline": {"requests": 64, "ttft_p95_s": 0.41, "itl_mean_s": 0.0205, "error_rate": 0.0},
+            "p": {"ttft": 1e-06, "itl": 0.2, "errors": 1.0},
+        },
+    }
+    ev = HostEvidence("n1", "10.0.0.1", started_at=100.0)
+    journal = {"phase": "rolled-back", "at": 95.0, "analysis": analysis}
+    ev.remote = {"config": b64("model: x\n"), "journal": json.dumps(journal), "cordon": ""}
+    row = host_outcome("n1", OLD, NEW, ev, since=90.0)
+    assert row.outcome == "rolled back"
+    assert row.detail.endswith(
+        "; canary analysis rollback: TTFT p95 1.9 s vs 0.41 s, ITL mean 31 ms vs 20.5 ms, requests 31 vs 64 "
+        "(TTFT p95 1.9 s vs 0.41 s on the baseline (+363%, over the +50% allowed; p = 1e-06 < 0.01))"
+    )
+    analysis["decision"], analysis["reasons"] = "promote", ["\x1b]0;owned\x07"]
+    ev.remote["journal"] = json.dumps({"phase": "done", "at": 95.0, "analysis": analysis})
+    assert host_outcome("n1", OLD, NEW, ev, since=90.0).detail.endswith("requests 31 vs 64")  # reasons only when not
+    ev.remote["journal"] = json.dumps({"phase": "done", "at": 95.0, "analysis": {"decision": "x\x1b[2J", "figures": 5}})
+    assert host_outcome("n1", OLD, NEW, ev, since=90.0).detail.endswith("; canary analysis x\\x1b[2J")
+    ev.remote["journal"] = json.dumps({"phase": "done", "at": 95.0, "analysis": {}})  # no canary: nothing said
+    assert "canary" not in host_outcome("n1", OLD, NEW, ev, since=90.0).detail

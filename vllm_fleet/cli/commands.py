@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from vllm_fleet.cli import plan_report as report
+from vllm_fleet.fleet.spec import AnalysisSpec
 from vllm_fleet.profiles.loader import ProfileError, builtin_profiles, load_profile
 from vllm_fleet.profiles.planner import DEFAULT_CONTEXT_TOKENS, plan
 from vllm_fleet.profiles.render import config_yaml, env_file, render
@@ -795,6 +796,10 @@ def router_status(
     print_table(out, servers)
 
 
+_ANALYSIS = AnalysisSpec()
+"""The canary analysis's defaults: the stack's ``rollout.analysis`` (fleet.spec), one source for both."""
+
+
 @app.command("canary")
 def canary_cmd(
     canary: Annotated[
@@ -805,18 +810,24 @@ def canary_cmd(
     baseline_vllm_version: Annotated[
         str | None, typer.Option(help="The baseline's release, when it differs (an upgrade rollout).")
     ] = None,
-    window: Annotated[float, typer.Option(help="Seconds of traffic compared.", min=1, callback=_finite)] = 60.0,
+    window: Annotated[
+        float, typer.Option(help="Seconds of traffic compared.", min=1, callback=_finite)
+    ] = _ANALYSIS.window_s,
     max_ttft_increase: Annotated[
         float, typer.Option(help="TTFT p95 increase allowed, a share (0.5 = +50 %).", min=0, callback=_finite)
-    ] = 0.5,
+    ] = _ANALYSIS.max_ttft_increase,
     max_itl_increase: Annotated[
         float, typer.Option(help="Mean ITL increase allowed, a share.", min=0, callback=_finite)
-    ] = 0.5,
+    ] = _ANALYSIS.max_itl_increase,
     max_error_rate_increase: Annotated[
         float, typer.Option(help="Error share increase allowed (0.02 = 2 points).", min=0, callback=_finite)
-    ] = 0.02,
-    min_requests: Annotated[int, typer.Option(help="Finished requests each side needs in the window.", min=1)] = 20,
-    alpha: Annotated[float, typer.Option(help="Significance of the one-sided tests.", min=0, max=0.5)] = 0.01,
+    ] = _ANALYSIS.max_error_rate_increase,
+    min_requests: Annotated[
+        int, typer.Option(help="Finished requests each side needs in the window.", min=1)
+    ] = _ANALYSIS.min_requests,
+    alpha: Annotated[
+        float, typer.Option(help="Significance of the one-sided tests.", min=0, max=0.5)
+    ] = _ANALYSIS.alpha,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
     """Canary analysis: the canary against the baseline hosts over the same window of real traffic (its TTFT p95,

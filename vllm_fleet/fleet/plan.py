@@ -121,6 +121,8 @@ class FleetPlan:
     """Wait between rollout batches."""
     provision_parallel: int = 4
     """New (not yet serving) hosts converged at once."""
+    analysis: dict[str, float] | None = None
+    """The canary analysis's thresholds (spec.AnalysisSpec's fields); None: no analysis."""
 
     def batch_hosts(self, serving: int) -> int:
         """Hosts per rollout batch when ``serving`` hosts are in the rollout (a share rounds up, at least 1)."""
@@ -156,4 +158,5 @@ class FleetPlan:
             canary=data.get("canary", True),
             pause_s=data.get("pause_s", 0),
             provision_parallel=data.get("provision_parallel", 4),
+            analysis=data.get("analysis"),
         )

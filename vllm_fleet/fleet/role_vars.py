@@ -62,6 +62,11 @@ COMPUTED: Mapping[str, str] = {
         "set by vllm-fleet from the roles and the host's inputs (a host that matches it only rolls the server); "
         "set vllm_fleet_full_converge: true to run every role instead"
     ),
+    **dict.fromkeys(
+        ("vllm_service_canary_command", "vllm_service_canary_baseline", "vllm_service_canary_url"),
+        "set by vllm-fleet from the stack's rollout.analysis for a rollout's canary (the first batch against the "
+        "later ones); set rollout.analysis (or rollout.yml's vllm_fleet_canary_command) instead",
+    ),
     "vllm_service_api_key": (
         "set by vllm-fleet from the stack's apiKey secret (role_vars are not secret); "
         "use `pulumi config set --secret apiKey` instead"

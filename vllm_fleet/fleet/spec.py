@@ -55,6 +55,25 @@ class HostSpec(_Strict):
     profile itself; flat keys of the old layout are moved into their sections, with a notice."""
 
 
+class AnalysisSpec(_Strict):
+    """Canary analysis (docs/rollouts.md#canary-analysis): after its smoke gate the canary serves its share of the
+    real traffic for ``window_s``, and is compared with the serving hosts still on the old config over that window.
+    A regression needs both a size (the increases below) and evidence (a one-sided test at ``alpha``)."""
+
+    window_s: float = Field(default=60, ge=5, le=3600)
+    """Seconds of traffic compared."""
+    max_ttft_increase: float = Field(default=0.5, gt=0, le=100)
+    """TTFT p95 increase allowed, a share (0.5 = +50 %)."""
+    max_itl_increase: float = Field(default=0.5, gt=0, le=100)
+    """Mean inter-token latency increase allowed, a share."""
+    max_error_rate_increase: float = Field(default=0.02, ge=0, le=1)
+    """Error share increase allowed (0.02 = 2 points)."""
+    min_requests: int = Field(default=20, ge=1, le=1_000_000)
+    """Finished requests each side needs in the window; fewer is inconclusive (promoted, and said so)."""
+    alpha: float = Field(default=0.01, gt=0, le=0.5)
+    """Significance of the one-sided tests (Mann-Whitney U on the latency histograms, z-test on errors)."""
+
+
 class RolloutSpec(_Strict):
     """How configuration changes roll across the fleet (hosts already serving; new hosts are provisioned apart)."""
 
@@ -67,6 +86,9 @@ class RolloutSpec(_Strict):
     """Seconds to wait after a batch passed its gate, before the next one starts (to watch the canary)."""
     provision_parallel: int = Field(default=4, ge=1, le=64)
     """New hosts (not serving yet: nothing to protect) converged at once, beside the rollout."""
+    analysis: AnalysisSpec | None = None
+    """Judge the canary on latency and errors against the hosts not yet rolled, and roll it back when it is worse
+    (needs ``canary`` and a router hook: the canary serves real traffic for the window). Absent: no analysis."""
 
     @field_validator("batch_size")
     @classmethod
@@ -333,5 +355,6 @@ def plan_fleet(data: Any) -> FleetPlan:
         raise FleetError(problems)
     # A JSON round trip: the plan is exactly what a memoised copy would give back.
     r = spec.rollout
-    plan = FleetPlan(nodes, r.batch_size, spec.role_vars, r.canary, r.pause_s, r.provision_parallel)
+    analysis = r.analysis.model_dump() if r.analysis is not None else None
+    plan = FleetPlan(nodes, r.batch_size, spec.role_vars, r.canary, r.pause_s, r.provision_parallel, analysis)
     return FleetPlan.from_json(plan.to_json())

@@ -75,6 +75,16 @@ def was(kind: str) -> list[pulumi.Alias]:
     return [pulumi.Alias(type_=f"vllm-fleet-command:{kind}:Command")]
 
 
+@dataclass(frozen=True)
+class CanaryArgs:
+    """The canary analysis of the first batch's host (``rollout.analysis``): the command the role runs on the
+    controller after the host's smoke test, and the hosts it is compared with (still on the old config)."""
+
+    command: list[str]
+    baseline: list[str]
+    """Base URLs (``http://host:port``) of the serving hosts of the later batches."""
+
+
 @dataclass
 class GpuNodeArgs:
     """Inputs of one node. No secret: the SSH and API keys are the stack's (stack_secrets), named by ``stack``."""
@@ -92,6 +102,9 @@ class GpuNodeArgs:
     """Extra Ansible variables (mirror URLs, package pins)."""
     smoke: bool = False
     """Gate the node on `vllm-fleet smoke` after converging (the next batch waits for it)."""
+    canary: CanaryArgs | None = None
+    """This host is the canary of a rollout with ``rollout.analysis``: judged against the baseline before the next
+    batch starts (the role's vllm_service_canary_* variables; not part of the system digest)."""
     cordoned: str | None = None
     """Why a person cordoned this serving node (None: not cordoned). A cordoned node's converge and smoke keep the
     inputs of their last run (``ignore_changes``): nothing runs on it until it is uncordoned."""
@@ -124,7 +137,14 @@ class GpuNode(pulumi.ComponentResource):
         # Everything but the server's own config: when a host reports this digest from its last full converge,
         # the converge only rolls the server (playbooks/site.yml skips the driver, toolkit and vLLM install).
         system = system_digest(args.converge_digest, node, args.role_vars)
-        converge_input = ConvergeInput.of(node, args.role_vars, system_digest=system)
+        role_vars = args.role_vars
+        if args.canary is not None:
+            role_vars = role_vars | {
+                "vllm_service_canary_command": args.canary.command,
+                "vllm_service_canary_baseline": args.canary.baseline,
+                "vllm_service_canary_url": node.endpoint,
+            }
+        converge_input = ConvergeInput.of(node, role_vars, system_digest=system)
         self.inputs_digest = json_digest([args.converge_digest, converge_input.as_dict()])
         """What a converge of this node depends on: it changes exactly when the converge runs again."""
         env: dict[str, pulumi.Input[str]] = {

@@ -11,6 +11,7 @@ the plan computed last time, so a no-op `pulumi up` costs little more than the e
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,12 +23,21 @@ from vllm_fleet.fleet.source import FILE, INLINE, in_file, stack_fleet
 from vllm_fleet.models.staging import unverified
 from vllm_fleet.project.digest import tree_files, update_with_files
 from vllm_fleet.project.paths import project_root
-from vllm_fleet.pulumi.gpu_node import GpuNode, GpuNodeArgs, api_key_version, rollout_pause
+from vllm_fleet.pulumi.gpu_node import CanaryArgs, GpuNode, GpuNodeArgs, api_key_version, rollout_pause
 from vllm_fleet.pulumi.names import RolloutPlan
 from vllm_fleet.pulumi.plan_cache import cached_plan
 from vllm_fleet.pulumi.serving import cordoned_nodes, serving_endpoints
 
 CONVERGE_INPUTS = ("roles", "playbooks", "templates", "ansible.cfg")
+ANALYSIS_OPTIONS = {
+    "window_s": "--window",
+    "max_ttft_increase": "--max-ttft-increase",
+    "max_itl_increase": "--max-itl-increase",
+    "max_error_rate_increase": "--max-error-rate-increase",
+    "min_requests": "--min-requests",
+    "alpha": "--alpha",
+}
+"""``rollout.analysis``'s keys and the `vllm-fleet canary` options that take them."""
 
 
 def converge_digest(root: Path | None = None) -> str:
@@ -44,6 +54,17 @@ def sentinel_url(endpoint: str, port: int) -> str:
     """The base URL of the sentinel beside a node's vLLM endpoint (``http://host:port``)."""
     host = urlsplit(endpoint).hostname or ""
     return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def canary_args(canary: NodeSpec, baseline: list[NodeSpec], analysis: dict[str, float]) -> CanaryArgs:
+    """The canary analysis of ``canary`` against ``baseline`` (the later batches, still on the old config): `vllm-fleet
+    canary` with the stack's thresholds, run by the role on the controller after the canary's smoke test."""
+    command = [sys.executable, "-m", "vllm_fleet.cli", "canary", "--vllm-version", canary.vllm_version]
+    if baseline[0].vllm_version != canary.vllm_version:  # an upgrade: the baseline's metric names are its own
+        command += ["--baseline-vllm-version", baseline[0].vllm_version]
+    for key, option in ANALYSIS_OPTIONS.items():
+        command += [option, f"{analysis[key]:g}"]
+    return CanaryArgs(command=command, baseline=[n.endpoint for n in baseline])
 
 
 def run() -> None:
@@ -73,6 +94,8 @@ def run() -> None:
     digest = converge_digest()
     smoke = cfg.get_bool("smoke") is not False  # the gate is on unless the stack turns it off
 
+    canary: dict[str, CanaryArgs] = {}
+
     def node(spec: NodeSpec, after: list[pulumi.Resource], cordon: str | None = None) -> GpuNode:
         return GpuNode(
             spec.name,
@@ -83,6 +106,7 @@ def run() -> None:
                 converge_digest=digest,
                 role_vars=fleet.role_vars,
                 smoke=smoke,
+                canary=canary.get(spec.name),
                 cordoned=cordon,
             ),
             opts=pulumi.ResourceOptions(depends_on=after),
@@ -117,6 +141,9 @@ def run() -> None:
             cordoned=cordoned,
         ).message()
     )
+    if fleet.analysis is not None and fleet.canary and len(batches) > 1:
+        first, rest = batches[0][0], [n for b in batches[1:] for n in b]
+        canary[first.name] = canary_args(first, rest, fleet.analysis)
     for k, batch in enumerate(batches):
         nodes = [node(n, previous) for n in batch]
         previous = [g.gate for g in nodes]

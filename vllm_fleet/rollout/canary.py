@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from vllm_fleet.fleet.spec import AnalysisSpec
 from vllm_fleet.probes.smoke_checks import Scrape, histogram_quantile
 from vllm_fleet.vllm import metrics_table
 
@@ -38,16 +39,19 @@ REQUEST_SUCCESS = "vllm:request_success"
 ERROR_REASON = "error"
 
 
+_SPEC = AnalysisSpec()
+
+
 @dataclass(frozen=True)
 class Thresholds:
-    """What the stack's ``rollout.analysis`` tunes."""
+    """What the stack's ``rollout.analysis`` tunes (its defaults: the spec's, ``fleet.spec.AnalysisSpec``)."""
 
-    window_s: float = 60.0
-    max_ttft_increase: float = 0.5
-    max_itl_increase: float = 0.5
-    max_error_rate_increase: float = 0.02
-    min_requests: int = 20
-    alpha: float = 0.01
+    window_s: float = _SPEC.window_s
+    max_ttft_increase: float = _SPEC.max_ttft_increase
+    max_itl_increase: float = _SPEC.max_itl_increase
+    max_error_rate_increase: float = _SPEC.max_error_rate_increase
+    min_requests: int = _SPEC.min_requests
+    alpha: float = _SPEC.alpha
 
 
 Buckets = list[tuple[float, float]]

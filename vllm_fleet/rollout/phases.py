@@ -43,6 +43,7 @@ SERVICE_ACTIVITY = {
     "drain.yml": "draining",
     "health.yml": "restarting, waiting for health",
     "smoke.yml": "smoke test",
+    "canary.yml": "canary analysis: serving beside the hosts on the old config",
     "rollback.yml": "rolling back to the last-known-good",
 }
 """vllm_service's task files (and the playbook's smoke hook, ``playbooks/tasks/smoke.yml``) by what they do. The

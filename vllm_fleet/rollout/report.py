@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from vllm_fleet.audit.evidence import HostEvidence, b64_file, sha256_text
 from vllm_fleet.audit.reconcile import cordon_reason
+from vllm_fleet.trust.node_text import printable
 
 Outcome = Literal["moved", "unchanged", "rolled back", "failed", "interrupted", "cordoned", "untouched", "unreachable"]
 OUTCOMES: tuple[Outcome, ...] = (
@@ -81,7 +82,36 @@ def host_outcome(host: str, before: str | None, target: str, ev: HostEvidence | 
     if isinstance(journal, dict) and float(journal.get("at") or 0) >= since:
         phase = str(journal.get("phase") or "") or None
     kind, detail = outcome(before, target, now, phase, ev.error, cordon_reason(ev))
+    if phase is not None and isinstance(journal, dict) and (said := analysis_line(journal.get("analysis"))):
+        detail = f"{detail}; {said}"
     return HostOutcome(host, kind, before[:12] if before else None, target[:12], now, phase, detail)
+
+
+def analysis_line(analysis: Any) -> str:
+    """The canary analysis a host's journal records (the role's, from `vllm-fleet canary --json`), in one line of
+    printable text: ``canary analysis promote: TTFT p95 0.41 s vs 0.4 s, ITL mean 21 ms vs 20 ms, requests 140 vs
+    205``, and why when it did not promote; "" when there was none."""
+    if not isinstance(analysis, dict) or not analysis.get("decision"):
+        return ""
+    figures = analysis.get("figures") if isinstance(analysis.get("figures"), dict) else {}
+    sides = [v for k, v in figures.items() if k not in ("p", "baseline") and isinstance(v, dict)][:1]
+    sides += [figures["baseline"]] if isinstance(figures.get("baseline"), dict) else []
+    parts = []
+    if len(sides) == 2:
+        canary, base = sides
+        for label, key, scale, unit in (
+            ("TTFT p95", "ttft_p95_s", 1, " s"),
+            ("ITL mean", "itl_mean_s", 1000, " ms"),
+            ("requests", "requests", 1, ""),
+        ):
+            a, b = canary.get(key), base.get(key)
+            if isinstance(a, int | float) and isinstance(b, int | float):
+                parts.append(f"{label} {a * scale:.3g}{unit} vs {b * scale:.3g}{unit}")
+    reasons = analysis.get("reasons") if isinstance(analysis.get("reasons"), list) else []
+    text = f"canary analysis {analysis['decision']}" + (f": {', '.join(parts)}" if parts else "")
+    if reasons and analysis["decision"] != "promote":
+        text += f" ({'; '.join(str(r) for r in reasons)})"
+    return printable(text)[:600]
 
 
 def summary(rows: list[HostOutcome]) -> dict[str, int]:
