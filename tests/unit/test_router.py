@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -249,7 +250,8 @@ def test_config(tmp_path: Path) -> None:
     assert "daemon" not in lines
     for want in ("mode http", "timeout connect 5s", "timeout client 300s", "timeout server 300s", "retries 3",
                  "option httpchk GET /health", "http-check expect status 200", "option redispatch",
-                 "retry-on conn-failure empty-response", "bind 172.31.254.1:8080", "default_backend vllm",
+                 "retry-on conn-failure empty-response", "option http-buffer-request", "bind 172.31.254.1:8080",
+                 "default_backend vllm",
                  "backend vllm", "balance leastconn"):  # fmt: skip
         assert want in lines, want
     assert "server a 10.0.0.5:8000 check inter 2s fall 2 rise 1" in lines
@@ -363,3 +365,107 @@ def test_a_node_whose_sentinel_says_wedged_leaves_and_rejoins(tmp_path_factory: 
         sentinel.wait(timeout=10)
         vllm.shutdown()
         backend.shutdown()
+
+
+class _DyingServer:
+    """A real server playing a vLLM killed under load (a test double: no vLLM here can be killed on cue): it answers
+    health checks, holds every POST it is sent without answering, and on ``kill()`` closes its port and resets
+    every held connection, as the kernel does for a SIGKILLed process."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = int(self.sock.getsockname()[1])
+        self.held: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return  # killed
+            conn.settimeout(5)
+            try:
+                data = conn.recv(65536)
+            except OSError:
+                conn.close()
+                continue
+            if data.startswith(b"GET"):
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                conn.close()
+                continue
+            with self.lock:
+                self.held.append(conn)
+
+    def kill(self) -> int:
+        self.sock.close()
+        with self.lock:
+            held, self.held = self.held, []
+        for conn in held:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+        return len(held)
+
+
+def _post_backend() -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@requires_haproxy
+def test_a_request_in_flight_on_a_server_that_dies_is_sent_again_to_another(tmp_path: Path) -> None:
+    """What a watchdog's kill does to the requests on a wedged node: they had no answer, so the router sends them
+    to another node instead of passing the reset to the client."""
+    dying, good = _DyingServer(), _post_backend()
+    port = _free_port()
+    servers = [("dying", "127.0.0.1", dying.port), ("good", "127.0.0.1", good.server_address[1])]
+    start_haproxy(tmp_path, servers, bind=f"127.0.0.1:{port}")
+    results: list[int | str] = []
+
+    def post() -> None:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=b'{"prompt": "x"}')
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                results.append(resp.status)
+        except Exception as e:  # the failure this test is about, whatever form it takes
+            results.append(f"{type(e).__name__}: {e}")
+
+    try:
+        _wait("both servers up", lambda: all(HAProxyRouter(tmp_path / "haproxy.sock").state(n).status == "UP"
+                                             for n in ("dying", "good")))  # fmt: skip
+        clients = []
+        while not dying.held:  # leastconn: a request goes to the idle one, until one is held there
+            clients.append(threading.Thread(target=post))
+            clients[-1].start()
+            _wait("the request answered or held", lambda: len(results) + len(dying.held) >= len(clients))
+            assert len(clients) < 20, results
+        assert dying.kill() >= 1
+        for c in clients:
+            c.join(30)
+        assert results == [200] * len(clients), results
+    finally:
+        stop_haproxy(tmp_path)
+        good.shutdown()
