@@ -38,7 +38,7 @@ HOSTILE_NAMES = ["b\nset server vllm/a state maint", "b;set server vllm/a state 
 
 
 def _backend(name: str) -> ThreadingHTTPServer:
-    """An HTTP server on 127.0.0.1: /health answers 200, anything else its own name."""
+    """An HTTP server on 127.0.0.1: GET /health answers 200, any other GET or POST its own name."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -47,6 +47,10 @@ def _backend(name: str) -> ThreadingHTTPServer:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.do_GET()
 
         def log_message(self, *args: object) -> None:
             pass
@@ -410,36 +414,11 @@ class _DyingServer:
         return len(held)
 
 
-def _post_backend() -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 @requires_haproxy
 def test_a_request_in_flight_on_a_server_that_dies_is_sent_again_to_another(tmp_path: Path) -> None:
     """What a watchdog's kill does to the requests on a wedged node: they had no answer, so the router sends them
     to another node instead of passing the reset to the client."""
-    dying, good = _DyingServer(), _post_backend()
+    dying, good = _DyingServer(), _backend("good")
     port = _free_port()
     servers = [("dying", "127.0.0.1", dying.port), ("good", "127.0.0.1", good.server_address[1])]
     start_haproxy(tmp_path, servers, bind=f"127.0.0.1:{port}")
