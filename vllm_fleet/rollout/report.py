@@ -93,7 +93,7 @@ def analysis_line(analysis: Any) -> str:
     205``, and why when it did not promote; "" when there was none."""
     if not isinstance(analysis, dict) or not analysis.get("decision"):
         return ""
-    figures = analysis.get("figures") if isinstance(analysis.get("figures"), dict) else {}
+    figures: dict[str, Any] = f if isinstance(f := analysis.get("figures"), dict) else {}
     sides = [v for k, v in figures.items() if k not in ("p", "baseline") and isinstance(v, dict)][:1]
     sides += [figures["baseline"]] if isinstance(figures.get("baseline"), dict) else []
     parts = []
