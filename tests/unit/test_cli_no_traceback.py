@@ -41,7 +41,7 @@ HANG_GUARD_S = 30
 MAX_RSS_BYTES = 2 * 1024**3
 
 # Only hostile *arguments* that fail validation before any work: these start the lab, Pulumi or Ansible.
-STARTS_THINGS = {("up",), ("lab", "up"), ("lab", "status"), ("lab", "down")}
+STARTS_THINGS = {("up",), ("tune",), ("lab", "up"), ("lab", "status"), ("lab", "down")}  # tune drains a host
 NEVER = {("render", "check")}  # runs a real vLLM's parser: not a unit test's business
 
 

@@ -14,12 +14,10 @@ a note gives the `custom_histogram_buckets` entry that resolves them, where the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import statistics
-import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
@@ -30,33 +28,20 @@ from vllm_fleet.monitoring.buckets import CUSTOM_BUCKETS_ARG
 from vllm_fleet.monitoring.signals import BUCKET_FAMILY, Signal, release_metrics
 from vllm_fleet.probes.smoke import served_name
 from vllm_fleet.probes.smoke_checks import Scrape, parse_scrape
+from vllm_fleet.probes.stream_client import Request, StreamError, StreamTiming, closed_loop, percentile
 from vllm_fleet.profiles.model import DecodeProfile
 from vllm_fleet.profiles.planner import Plan, plan, step_time_s
 from vllm_fleet.project.tables import table
-from vllm_fleet.trust.node_reads import DEFAULT_BOUNDS, NodeReadError, ReadBounds, get_one, run_sync, stream_lines
-from vllm_fleet.trust.node_reads import client as node_client
+from vllm_fleet.trust.node_reads import DEFAULT_BOUNDS, NodeReadError, ReadBounds, get_one, run_sync
 from vllm_fleet.vllm import flags, metrics_table
+
+BenchError = StreamError
+"""A node that could not be benchmarked: unreachable, a bound exceeded (node_reads), an answer out of shape."""
 
 PROMPT = "Write a long story about a lighthouse keeper who counts the ships that pass each night:"
 ENGINE_STEPS_FAMILY = "vllm:iteration_tokens_total"
 """A histogram of tokens per engine step: its count is the number of steps (batching: fewer steps than tokens)."""
 SERVER_SIGNALS: tuple[Signal, ...] = ("ttft", "itl", "tpot")
-
-
-@dataclass(frozen=True)
-class StreamTiming:
-    """One streamed completion, timed at the client as `vllm bench serve` times it."""
-
-    output_tokens: int
-    ttft_s: float
-    latency_s: float
-    itl_s: tuple[float, ...]
-    """Gaps between successive chunks after the first (one chunk may carry several tokens)."""
-
-    @property
-    def tpot_s(self) -> float | None:
-        """Mean time per output token after the first: (latency − TTFT) / (tokens − 1)."""
-        return (self.latency_s - self.ttft_s) / (self.output_tokens - 1) if self.output_tokens > 1 else None
 
 
 @dataclass(frozen=True)
@@ -146,18 +131,6 @@ class Sweep:
         return last.aggregate_tokens_per_s / first.aggregate_tokens_per_s if first.aggregate_tokens_per_s else 0.0
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0–100) with linear interpolation between samples (numpy's default, as `vllm bench
-    serve` reports them); 0.0 for no samples."""
-    if not values:
-        return 0.0
-    if len(values) == 1 or q <= 0:
-        return min(values)
-    if q >= 100:
-        return max(values)
-    return statistics.quantiles(values, n=100, method="inclusive")[round(q) - 1]
-
-
 def quantile_bucket(q: float, cumulative: list[tuple[float, float]]) -> Bucket | None:
     """The bucket holding rank q·count of a cumulative histogram ``[(le, count), …]`` (as Prometheus's
     histogram_quantile picks it), without interpolating inside it; None when the histogram is empty."""
@@ -170,10 +143,6 @@ def quantile_bucket(q: float, cumulative: list[tuple[float, float]]) -> Bucket |
             return Bucket(lower, None if math.isinf(bound) else bound)
         lower = bound
     return Bucket(lower, None)
-
-
-class BenchError(ValueError):
-    """A node that could not be benchmarked: unreachable, a bound exceeded (node_reads), an answer out of shape."""
 
 
 def _scrape(url: str, headers: dict[str, str], bounds: ReadBounds) -> Scrape:
@@ -258,54 +227,11 @@ def finer_buckets_notes(profile: DecodeProfile, server: dict[str, ServerLatency]
     return list(notes.values())
 
 
-async def _one(client: httpx.AsyncClient, model: str, max_tokens: int, bounds: ReadBounds) -> StreamTiming:
-    """One streamed completion, timed per chunk (a chunk is a data event with a choice, as vLLM's bench counts)."""
-    body = {"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-            "ignore_eos": True, "stream_options": {"include_usage": True}}  # fmt: skip
-    start = time.perf_counter()
-    ttft: float | None = None
-    last = start
-    gaps: list[float] = []
-    chunks = tokens = 0
-    async with asyncio.timeout(bounds.stream_s), client.stream("POST", "/v1/completions", json=body) as r:
-        if r.status_code != 200:
-            raise BenchError(f"/v1/completions answered {r.status_code}")
-        async for raw in stream_lines(r, bounds):
-            if not raw.startswith(b"data: ") or raw == b"data: [DONE]":
-                continue
-            now = time.perf_counter()
-            try:
-                chunk = json.loads(raw[6:])
-                if not isinstance(chunk, dict):
-                    raise ValueError("not an object")
-                if chunk.get("choices"):
-                    chunks += 1
-                    if ttft is None:
-                        ttft = now - start
-                    else:
-                        gaps.append(now - last)
-                    last = now
-                elif chunk.get("usage"):
-                    tokens = int(chunk["usage"]["completion_tokens"])
-            except (ValueError, KeyError, TypeError) as err:
-                raise BenchError(f"/v1/completions: a stream event that is not an OpenAI chunk ({err})") from None
-    if ttft is None:
-        raise BenchError("/v1/completions: the stream carried no tokens")
-    return StreamTiming(output_tokens=tokens or chunks, ttft_s=ttft, latency_s=last - start, itl_s=tuple(gaps))
-
-
 async def _level(
     url: str, headers: dict[str, str], model: str, c: int, per_client: int, max_tokens: int, bounds: ReadBounds
 ) -> tuple[list[StreamTiming], float]:
-    # Per read as long as a whole stream may take (a loaded node's first token); the stream's own bound is total.
-    async with node_client(url, headers, replace(bounds, request_s=bounds.stream_s)) as client:
-
-        async def worker() -> list[StreamTiming]:
-            return [await _one(client, model, max_tokens, bounds) for _ in range(per_client)]
-
-        start = time.perf_counter()
-        results = await asyncio.gather(*(worker() for _ in range(c)))
-        return [r for rs in results for r in rs], time.perf_counter() - start
+    results, wall = await closed_loop(url, headers, model, c, [Request(PROMPT, max_tokens)] * (c * per_client), bounds)
+    return [r for r in results if isinstance(r, StreamTiming)], wall
 
 
 def roofline(profile: DecodeProfile, p: Plan, batch: int, context: int) -> tuple[float, float]:

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from vllm_fleet.cli import plan_report as report
+from vllm_fleet.cli.tune import tune_cmd
 from vllm_fleet.fleet.spec import AnalysisSpec
 from vllm_fleet.profiles.loader import ProfileError, builtin_profiles, load_profile
 from vllm_fleet.profiles.planner import DEFAULT_CONTEXT_TOKENS, plan
@@ -867,6 +868,8 @@ def canary_cmd(
             out.print(f"- {reason}", markup=False, highlight=False)
     raise typer.Exit(3 if verdict.decision == "rollback" else 0)
 
+
+app.command("tune")(tune_cmd)
 
 hardware_app = typer.Typer(help="Hardware catalogue entries from real servers.", no_args_is_help=True)
 app.add_typer(hardware_app, name="hardware")
