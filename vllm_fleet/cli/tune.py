@@ -36,7 +36,7 @@ def _secret(path: Path | None, option: str) -> str | None:
         raise _stop(f"{option} {path}: cannot read ({type(e).__name__}); give a readable key file") from None
 
 
-def _target(host: str, stack: str, fleet_file: Path | None, ssh_key: Path | None, api_key: Path | None) -> Any:
+def target_for(host: str, stack: str, fleet_file: Path | None, ssh_key: Path | None, api_key: Path | None) -> Any:
     """The host's fleet and secrets: a fleet file (a stack config or the fleet itself) with the key files, the
     lab's own, or a stack's config (Pulumi.<stack>.yaml) with its secrets."""
     from vllm_fleet.tune.node import Target
@@ -139,7 +139,7 @@ def tune_cmd(
         raise _stop(f"--profile: {e}") from None
     except (WorkloadError, SpaceError) as e:
         raise _stop(str(e)) from None
-    target = _target(host, stack, fleet_file, ssh_key_file, api_key_file)
+    target = target_for(host, stack, fleet_file, ssh_key_file, api_key_file)
     folder = out_dir or project_root() / "out" / "tune" / host
     options = Options(search, max_trials, apply, force, NoiseRule(min_gain=min_gain))
 
@@ -153,6 +153,8 @@ def tune_cmd(
         result = tune(target, base, slo_of, shape, levers, folder, options, log)
     except (TuneError, WorkloadError, SpaceError) as e:
         raise _stop(str(e)) from None
+    for step in result.outcome.steps:
+        log(f"search: {step}")
     title = f"tuning {host}: {result.outcome.started} trials ({search})"
     print_table(out, trials_table(result.outcome.trials, result.slo, result.winner, title))
     for note in result.space.notes:
