@@ -83,7 +83,8 @@ def test_a_canary_slower_than_the_baseline_is_rolled_back(
     lab = lab_profile()
     slow = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_batched_tokens": 16})})
     prompt = " the servers hum along in the night" * 40
-    with LoadClient(site.router_url, MODEL, workers=4, pause=0.2, prompt=prompt) as load:
+    # Each client pauses past vLLM's busy-wait (LOAD_PAUSE_S): a spinning engine would slow the canary's restarts 2x.
+    with LoadClient(site.router_url, MODEL, workers=6, pause=LOAD_PAUSE_S, prompt=prompt) as load:
         result = rollout(site, render(slow).config, slow, vllm_fleet_canary_command=canary_command(30, 10))
     assert not result.ok
     h = _ssh(site, first)

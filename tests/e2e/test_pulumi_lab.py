@@ -221,6 +221,17 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     assert locked.returncode != 0 and "pulumi cancel" in locked.stderr + locked.stdout, locked.stderr[-2000:]
     assert main_pid(site, second.ip) == killed["pid"]  # the refused run touched nothing
     cli.run("cancel", "--yes")
+    # The killed run's new server is still starting: once it answers, the resumed `up` sees the same serving hosts
+    # (and so the same canary baseline) as the killed one. Were it still starting, that host would be no baseline
+    # host for this run, and the canary's converge would run again (a no-op on the canary: same config, no restart).
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://{second.ip}:8000/health", timeout=5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
     resumed = cli.up(log)
     assert resumed.get("update", 0) in (1, 2), resumed  # that host's converge (and its smoke gate), nothing else
     assert main_pid(site, second.ip) == killed["pid"]  # the restart that happened was verified, not repeated

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -110,6 +111,16 @@ def private_base() -> Path:
     return Path(tempfile.gettempdir())
 
 
+def _accepts(sock: Path) -> bool:
+    """Whether a Unix socket accepts a connection now."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(sock))
+        except OSError:
+            return False
+    return True
+
+
 def _clean_env(**extra: str) -> dict[str, str]:
     """The environment of our helpers: a PATH and the locale, none of the caller's secrets."""
     env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL") if k in os.environ}
@@ -169,7 +180,9 @@ class PrivateDir:
             env=_clean_env(**self.marker),
         )
         deadline = time.monotonic() + timeout
-        while not sock.exists():
+        # Until the agent accepts a connection: its socket file exists from bind(), a moment before listen() (on a
+        # loaded machine ssh-add then meets "Connection refused").
+        while not _accepts(sock):
             if agent.poll() is not None or time.monotonic() > deadline:
                 agent.kill()
                 raise RuntimeError(f"ssh-agent did not start (exit status {agent.wait()})")

@@ -149,15 +149,18 @@ class Node:
             host.get("ssh_port", 22),
             host_key=host.get("host_key"),
         )
-        result = run_playbook(
-            "rollout.yml",
-            [target],
-            variables,
-            private_key=self.target.ssh_key,
-            api_key=self.target.api_key,
-            quiet=True,
-            event_handler=on_event,
-        )
+        try:
+            result = run_playbook(
+                "rollout.yml",
+                [target],
+                variables,
+                private_key=self.target.ssh_key,
+                api_key=self.target.api_key,
+                quiet=True,
+                event_handler=on_event,
+            )
+        except (ValueError, RuntimeError, OSError) as err:  # a key ssh-agent refuses, a host without a pinned key
+            return f"rollout.yml could not run: {printable(str(err))[:500]}"
         if result.ok:
             return None
         return "; ".join(failures) or f"rollout.yml ended {result.status} (rc {result.rc})"

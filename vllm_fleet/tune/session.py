@@ -221,22 +221,24 @@ def _put_back(
     node: Node, base: DecodeProfile, result: Result, options: Options, out: Path, log: Callable[[str], None]
 ) -> None:
     winner = result.outcome.best
-    if options.apply and winner is not None and result.feasible:
-        path = write_profile(apply_point(base, winner.point), out / "candidates" / "winner.yaml")
-        log(f"{node.name}: left on the winner (--apply): {winner.key}")
-        error = node.apply(path)
-        result.left_on = f"the winner ({winner.key})"
-    else:
-        log(f"{node.name}: back to its previous config")
-        error = node.apply(None)
-    if error:
-        result.problems.append(f"{node.name} could not be put back on {result.left_on}: {error}")
-        result.left_on = "its last good config (the restore failed: see the problems)"
-    if node.router_command:
-        if err := node.router("ready"):
-            result.problems.append(f"{node.name} could not be put back into the router: {err}")
+    try:
+        if options.apply and winner is not None and result.feasible:
+            path = write_profile(apply_point(base, winner.point), out / "candidates" / "winner.yaml")
+            log(f"{node.name}: left on the winner (--apply): {winner.key}")
+            error = node.apply(path)
+            result.left_on = f"the winner ({winner.key})"
         else:
-            log(f"{node.name}: back in the router")
+            log(f"{node.name}: back to its previous config")
+            error = node.apply(None)
+        if error:
+            result.problems.append(f"{node.name} could not be put back on {result.left_on}: {error}")
+            result.left_on = "its last good config (the restore failed: see the problems)"
+    finally:  # into the router again whatever happened above (it serves its last good config)
+        if node.router_command:
+            if err := node.router("ready"):
+                result.problems.append(f"{node.name} could not be put back into the router: {err}")
+            else:
+                log(f"{node.name}: back in the router")
 
 
 def _write_evidence(result: Result, base: DecodeProfile, workload: Workload, host: str) -> None:
