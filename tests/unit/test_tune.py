@@ -354,6 +354,7 @@ def test_a_run_drains_searches_puts_back_and_writes_its_evidence(
 ) -> None:
     FakeNode.install(monkeypatch)
     FakeNode.fail, FakeNode.interrupt_at = 2, None
+    monkeypatch.setenv("COLUMNS", "60")  # a narrow terminal: the report file is a Markdown table all the same
     result = run(tmp_path)
     assert FakeNode.calls[0] == "router drain" and FakeNode.calls[-2:] == ["apply previous", "router ready"]
     assert result.feasible and result.winner.point == {"max_num_seqs": 4}
@@ -364,6 +365,7 @@ def test_a_run_drains_searches_puts_back_and_writes_its_evidence(
     assert load_profile(str(result.files["winner"])).scheduler.max_num_seqs == 4
     table = result.files["trials"].read_text()
     assert "failed to start" in table and "meets SLO at C=4" in table
+    assert table.splitlines()[1].startswith("| ") and table.splitlines()[2].startswith("|--")
 
 
 def test_an_interrupted_run_resumes_from_its_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

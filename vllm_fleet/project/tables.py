@@ -79,10 +79,11 @@ def _width(console: Console) -> int:
     return console.width if console.is_terminal else UNBOUNDED
 
 
-def print_table(console: Console, tbl: Table) -> None:
-    """Print ``tbl`` whole: as a table when its words fit the width, else one record per row."""
+def print_table(console: Console, tbl: Table, width: int | None = None) -> None:
+    """Print ``tbl`` whole: as a table when its words fit the width, else one record per row. ``width``: instead of
+    the console's (a report file: ``UNBOUNDED``, always a Markdown table)."""
     _as_data(tbl)
-    width = _width(console)
+    width = width or _width(console)
     natural = Measurement.get(console, console.options.update_width(UNBOUNDED), tbl)
     fits = _fit_columns(console, tbl, natural.maximum, width)
     if console.is_terminal:

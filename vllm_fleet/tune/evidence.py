@@ -3,6 +3,7 @@ a Pareto plot (throughput vs ITL p95, the SLO lines drawn) and the raw client fi
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ def winner_yaml(
     lines = [
         f"# Tuned by `vllm-fleet tune` on {host} from the profile {profile.name}.",
         f"# Levers: {_levers(winner.point)}",
-        f"# Workload: {workload.describe()}",
+        f"# Workload: {json.dumps(workload.describe())}",
         f"# SLOs: {', '.join(f'{k} {v:g}' for k, v in slo.as_dict().items() if v is not None)}",
     ]
     if best is not None:
@@ -127,7 +128,13 @@ def pareto_png(trials: list[Trial], slo: SLO, winner: Trial | None, path: Path, 
     if len(front) > 1:
         ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="C2", label="Pareto front")
     if slo.itl_p95_s is not None:
-        ax.axvline(slo.itl_p95_s * 1000, color="C3", linestyle=":", label=f"ITL p95 SLO {slo.itl_p95_s * 1000:g} ms")
+        limit_ms = slo.itl_p95_s * 1000
+        widest = max((p[0] for p in pts), default=limit_ms)
+        if limit_ms <= 3 * widest:
+            ax.axvline(limit_ms, color="C3", linestyle=":", label=f"ITL p95 SLO {limit_ms:g} ms")
+        else:  # far right of every point: drawn, it would squash them into one column
+            ax.plot([], [], " ", label=f"ITL p95 SLO {limit_ms:g} ms (off the chart, right)")
+            ax.set_xlim(0, widest * 1.3)
     if slo.ttft_p95_s is not None:
         ax.plot([], [], " ", label=f"TTFT p95 SLO {slo.ttft_p95_s:g} s (hollow: an SLO missed)")
     ax.set_xlabel("ITL p95 (ms, client)")

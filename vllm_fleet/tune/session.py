@@ -17,7 +17,7 @@ from rich.console import Console
 from vllm_fleet.profiles.model import DecodeProfile
 from vllm_fleet.profiles.planner import plan
 from vllm_fleet.project.digest import json_digest
-from vllm_fleet.project.tables import print_table
+from vllm_fleet.project.tables import UNBOUNDED, print_table
 from vllm_fleet.tune.evidence import pareto_png, trials_table, winner_yaml
 from vllm_fleet.tune.node import Node, Target, TuneError, write_profile
 from vllm_fleet.tune.noise import NoiseRule, clearly_worse
@@ -248,7 +248,7 @@ def _write_evidence(result: Result, base: DecodeProfile, workload: Workload, hos
     title = f"tuning {host} from {base.name}: {result.outcome.started} trials"
     md = out / "trials.md"
     with md.open("w", encoding="utf-8") as fh:
-        print_table(Console(file=fh), trials_table(trials, result.slo, winner, title))
+        print_table(Console(file=fh), trials_table(trials, result.slo, winner, title), width=UNBOUNDED)
     result.files["trials"] = md
     result.files["plot"] = pareto_png(trials, result.slo, winner, out / "pareto.png", title)
     if winner is not None:
