@@ -61,10 +61,11 @@ def assert_values_reach_the_server(h: Any) -> None:
     assert SCRATCH in h.run(f"systemctl show -p ReadWritePaths --value {UNIT}").stdout
 
 
-def canary_command(window_s: int, min_requests: int) -> list[str]:
+def canary_command(window_s: int, min_requests: int, max_ttft_increase: float) -> list[str]:
     """vllm-fleet's canary analysis as the role runs it (rollout.yml's vllm_fleet_canary_command)."""
     vllm_fleet = str(Path(sys.executable).parent / "vllm-fleet")
-    return [vllm_fleet, "canary", "--window", str(window_s), "--min-requests", str(min_requests)]
+    return [vllm_fleet, "canary", "--window", str(window_s), "--min-requests", str(min_requests),
+            "--max-ttft-increase", str(max_ttft_increase)]  # fmt: skip
 
 
 def test_a_canary_slower_than_the_baseline_is_rolled_back(
@@ -76,7 +77,8 @@ def test_a_canary_slower_than_the_baseline_is_rolled_back(
     (drained first) with the figures in its journal; the other hosts are untouched and no client request fails.
     (Measured: max_num_seqs 1 is not slower on this lab: 3 CPU engines share 2 cores, and the canary serving one
     sequence at a time answered faster, TTFT p95 0.50 s against 0.94 s: promoted, rightly. 16 tokens a step under
-    clients that pause 2 s: TTFT p95 0.65 s against 0.48 s, +35 %, p = 0.012: promoted, rightly by the rule.)"""
+    clients that pause 2 s: TTFT p95 0.65 s against 0.48 s, +35 %, p = 0.012: promoted, rightly by the rule; 8 tokens
+    a step: 0.74 s against 0.48 s, +52 %, p = 0.0001.)"""
     assert first_converge.ok
     all_serving(site)
     first, *others = site.state.hosts
@@ -86,7 +88,9 @@ def test_a_canary_slower_than_the_baseline_is_rolled_back(
     prompt = " the servers hum along in the night" * 60
     # Each client pauses past vLLM's busy-wait (LOAD_PAUSE_S): a spinning engine would slow the canary's restarts 2x.
     with LoadClient(site.router_url, MODEL, workers=6, pause=LOAD_PAUSE_S, prompt=prompt) as load:
-        result = rollout(site, render(slow).config, slow, vllm_fleet_canary_command=canary_command(30, 10))
+        # A regression of a quarter of the TTFT is what this stack rolls back (the default is +50 %: measured +52 %
+        # and +35 % for this profile on this lab, too near it for a test).
+        result = rollout(site, render(slow).config, slow, vllm_fleet_canary_command=canary_command(30, 10, 0.25))
     assert not result.ok
     h = _ssh(site, first)
     entry = journal(h)
