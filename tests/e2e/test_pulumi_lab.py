@@ -25,6 +25,7 @@ from tests.converge.rollout_helpers import router
 from tests.fixtures_lab import STAMP
 from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.lab.stack import lab_fleet
+from vllm_fleet.probes.smoke import wait_healthy
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,14 +225,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     # The killed run's new server is still starting: once it answers, the resumed `up` sees the same serving hosts
     # (and so the same canary baseline) as the killed one. Were it still starting, that host would be no baseline
     # host for this run, and the canary's converge would run again (a no-op on the canary: same config, no restart).
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://{second.ip}:8000/health", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
+    wait_healthy(f"http://{second.ip}:8000", {}, time.monotonic() + 300)
     resumed = cli.up(log)
     assert resumed.get("update", 0) in (1, 2), resumed  # that host's converge (and its smoke gate), nothing else
     assert main_pid(site, second.ip) == killed["pid"]  # the restart that happened was verified, not repeated

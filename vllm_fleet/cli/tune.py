@@ -15,7 +15,6 @@ from vllm_fleet.trust.node_text import printable
 
 out = Console()
 err = Console(stderr=True)
-MAX_SECRET_BYTES = 64 * 1024
 
 
 def _stop(message: str, code: int = 2) -> typer.Exit:
@@ -26,14 +25,9 @@ def _stop(message: str, code: int = 2) -> typer.Exit:
 def _secret(path: Path | None, option: str) -> str | None:
     if path is None:
         return None
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_SECRET_BYTES + 1)
-        if len(raw) > MAX_SECRET_BYTES:
-            raise ValueError("too large for a key")
-        return raw.decode("utf-8").strip() or None
-    except (OSError, ValueError) as e:
-        raise _stop(f"{option} {path}: cannot read ({type(e).__name__}); give a readable key file") from None
+    from vllm_fleet.cli.commands import _read_secret  # the command line's one bounded secret reader
+
+    return _read_secret(path, option).strip() or None
 
 
 def target_for(host: str, stack: str, fleet_file: Path | None, ssh_key: Path | None, api_key: Path | None) -> Any:

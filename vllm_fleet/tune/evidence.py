@@ -71,7 +71,8 @@ def winner_yaml(
         f"# Tuned by `vllm-fleet tune` on {host} from the profile {profile.name}.",
         f"# Levers: {_levers(winner.point)}",
         f"# Workload: {json.dumps(workload.describe())}",
-        f"# SLOs: {', '.join(f'{k} {v:g}' for k, v in slo.as_dict().items() if v is not None)}",
+        f"# SLOs: {', '.join(f'{k} {v:g}' for k, v in slo.as_dict().items() if v is not None)}"
+        + (f" (from: {', '.join(f'{k} {src}' for k, src in slo.sources.items())})" if slo.sources else ""),
     ]
     if best is not None:
         s = best.summary()

@@ -46,13 +46,6 @@ class Workload:
     def warmup_requests(self) -> int:
         return self.warmup or max(self.concurrency)
 
-    @property
-    def context_tokens(self) -> int:
-        """The longest sequence a request makes: prompt plus output (a dataset's longest output; its prompts'
-        token counts are the server's to know)."""
-        out = max((n for _, n in self.dataset), default=self.output_len)
-        return self.input_len + out
-
     def describe(self) -> dict[str, object]:
         shape: dict[str, object] = (
             {"dataset": self.dataset_name, "prompts": len(self.dataset)}
