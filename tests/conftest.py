@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 # The tests' lab has names and addresses of its own (vllm_fleet.lab.config.LabNet): a test run leaves the main
 # job's lab (./scripts/up) serving as it found it. Set before anything reads the lab's configuration; inherited
 # by every process the tests start (vllm-fleet, ansible-playbook, pulumi).
 os.environ["VLLM_FLEET_LAB_NET"] = "test"
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,17 @@ from vllm_fleet.catalog._data import read_yaml
 
 DATA = Path(__file__).parent / "data"
 pytest_plugins = ["tests.fixtures_lab"]
+
+
+@pytest.fixture
+def pulumi_garbage_collected() -> Iterator[None]:
+    """After the test, the reference cycles Pulumi's runtime leaves (suspended ``Output.apply`` and
+    ``run_in_stack`` coroutines) are collected here, between tests. Left to a later automatic collection, their
+    finalizers can run inside an ``ast.parse`` (pytest rewriting a module imported late) and raise into it:
+    CPython 3.11.7 then fails the whole run with "SystemError: AST constructor recursion depth mismatch" (CI of
+    stop 36, at the serial run's end)."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture

@@ -150,7 +150,7 @@ def test_secrets_are_held_once_per_stack_not_per_node() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _own_cache(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def _own_cache(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, pulumi_garbage_collected: None) -> None:
     monkeypatch.setenv("VLLM_FLEET_CACHE", str(tmp_path / "cache"))
     # The example's hosts do not exist: none is serving (a test that needs some says which).
     monkeypatch.setattr("vllm_fleet.pulumi.program.serving_endpoints", lambda _e: set())
