@@ -60,13 +60,15 @@ def hosts_of(site: Any) -> list[InventoryHost]:
     return [InventoryHost(h.name, h.ip, host_key=h.host_key) for h in site.state.hosts]
 
 
-def converge(site: Any, playbook: str = "site.yml", **extra: Any) -> PlaybookResult:
+def converge(site: Any, playbook: str = "site.yml", *, limit: str | None = None, **extra: Any) -> PlaybookResult:
+    """``playbook`` on the lab's hosts (``limit``: an Ansible host pattern, the inventory stays whole)."""
     extravars = {**lab_role_vars(site.state, site.model_dir), "vllm_fleet_profile": "cpu-lab", **extra}
     return run_playbook(
         playbook,
         hosts_of(site),
         extravars,
         private_key=Path(site.state.ssh_key).read_text(),
+        limit=limit,
     )
 
 
