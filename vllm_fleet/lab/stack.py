@@ -75,8 +75,10 @@ def lab_role_vars(state: LabState, model_dir: Path) -> dict[str, Any]:
         # another's decode (measured: a start stuck for 3 min while the other node served). Unbound and
         # passive, the kernel shares the cores.
         "vllm_service_environment": {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_WAIT_POLICY": "PASSIVE"},
-        "vllm_service_health_retries": 60,
-        "vllm_service_health_delay": 3,
+        # A lab node's /health is on the node itself: polled every second (a restart ends up to 1 s after it is
+        # healthy, not up to 3 s), for at most 3 minutes, as before.
+        "vllm_service_health_retries": 180,
+        "vllm_service_health_delay": 1,
         # The sentinel's watchdog restarts a wedged engine (tests/converge/test_wedge.py stops one).
         "vllm_service_watchdog_sec": config.LAB_WATCHDOG_SEC,
         # The stand-in nodes have no kernel log: their Xid lines are journal entries tagged "kernel".
