@@ -2,6 +2,7 @@
 would judge its canary, through the main job's lab router (`./scripts/up` first; root).
 
     sudo .venv/bin/python bench/canary_noise.py [--windows 12] [--window 30] [--workers 4] [--restart]
+    sudo .venv/bin/python bench/canary_noise.py --rollouts 4 [--window 30] [--workers 4]
 
 A load client sends completions through the lab's HAProxy; for each window, `vllm_fleet.rollout.canary.analyse`
 compares the first lab host (the "canary") with the others (the "baseline") under the default thresholds of the
@@ -9,6 +10,14 @@ stack's `rollout.analysis` (only the window is changed). Every host runs the sam
 false one. With `--restart` the canary's vLLM is restarted before each window (what a canary has just done: cold
 caches, an empty prefix cache), waiting until the router has it back. Prints the decisions, the false-rollback rate
 against the goal (at most 1 in 20 windows: ratio), and each window's figures.
+
+With `--rollouts N` it rolls neutral profile changes instead, for real: `rollout.yml` with the canary analysis on
+(`vllm_fleet_canary_command`, as a stack's `rollout.analysis` sets it), the lab profile's `max_num_seqs` 8 and 7 in
+turn (the load's streams never reach 7), N times across the lab's hosts under the load. Each rollout drains the
+canary, restarts it, smoke-tests it, puts it back for the window and compares it with the hosts still on the old
+profile; a promoted canary lets the rollout go on to the others. Prints each rollout's decision and figures from the
+canary's journal, and the share promoted (every one should be: the change is neutral). The lab is left on the lab
+profile.
 """
 
 from __future__ import annotations
@@ -17,13 +26,21 @@ import argparse
 import json
 import shlex
 import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
-from vllm_fleet.deploy.ansible import ssh_args
+from vllm_fleet.deploy.ansible import InventoryHost, run_playbook, ssh_args
 from vllm_fleet.fleet.spec import AnalysisSpec
 from vllm_fleet.lab import config
 from vllm_fleet.lab.fleet import lab_api_key
-from vllm_fleet.lab.state import load_state
+from vllm_fleet.lab.local_vllm import tiny_model_dir
+from vllm_fleet.lab.stack import lab_role_vars
+from vllm_fleet.lab.state import LabState, load_state
+from vllm_fleet.profiles.loader import load_profile
+from vllm_fleet.profiles.model import DecodeProfile
+from vllm_fleet.profiles.render import render
 from vllm_fleet.rollout.canary import Thresholds, analyse
 from vllm_fleet.rollout.load import LoadClient
 from vllm_fleet.rollout.router import HAProxyRouter
@@ -38,10 +55,13 @@ def main() -> int:
     ap.add_argument("--window", type=float, default=30.0, help="seconds per window")
     ap.add_argument("--workers", type=int, default=4, help="concurrent client streams through the router")
     ap.add_argument("--restart", action="store_true", help="restart the canary's vLLM before each window")
+    ap.add_argument("--rollouts", type=int, default=0, help="roll N neutral profile changes instead (rollout.yml)")
     args = ap.parse_args()
     state = load_state(config.state_dir())
     if state is None or len(state.hosts) < 2:
         raise SystemExit("no lab of two hosts or more: run ./scripts/up first")
+    if args.rollouts:
+        return neutral_rollouts(state, args.rollouts, args.window, args.workers)
     canary, *baseline = state.hosts
     router = HAProxyRouter(config.router_dir(state.state_dir) / "haproxy.sock")
     url = {h.name: f"http://{h.ip}:{config.VLLM_PORT}" for h in state.hosts}
@@ -50,7 +70,9 @@ def main() -> int:
 
     def restart_canary() -> None:
         argv = ["ssh", "-i", str(state.ssh_key), *shlex.split(ssh_args(state.known_hosts)), f"root@{canary.ip}"]
-        subprocess.run([*argv, "systemctl restart vllm-main"], check=True, timeout=120, capture_output=True)
+        # reset-failed: restarts a minute apart would otherwise meet the unit's start limit (its crash-loop guard).
+        restart = "systemctl reset-failed vllm-main; systemctl restart vllm-main"
+        subprocess.run([*argv, restart], check=True, timeout=120, capture_output=True)
         router.wait_serving(canary.name, 600)
 
     decisions: list[str] = []
@@ -88,6 +110,65 @@ def main() -> int:
         f"{rate:.3f} (goal <= {GOAL_RATE:.2f}: ratio {rate / GOAL_RATE:.2f})"
     )
     return 0
+
+
+def neutral_rollouts(state: LabState, n: int, window_s: float, workers: int) -> int:
+    """``n`` real rollouts of a neutral profile change with the canary analysis on; the lab left on its profile."""
+    lab = load_profile("cpu-lab")
+    neutral = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_seqs": 7})})
+    hosts = [InventoryHost(h.name, h.ip, host_key=h.host_key) for h in state.hosts]
+    canary = state.hosts[0]
+    vllm_fleet = str(Path(sys.executable).parent / "vllm-fleet")
+    spec = AnalysisSpec()
+    command = [vllm_fleet, "canary", "--window", f"{window_s:g}", "--min-requests", str(spec.min_requests)]
+
+    def roll(profile: DecodeProfile, analysis: bool) -> tuple[bool, dict[str, Any]]:
+        extravars = {
+            **lab_role_vars(state, tiny_model_dir()),
+            "vllm_fleet_profile": "cpu-lab",
+            "vllm_config": render(profile).config,
+            "vllm_fleet_profile_data": profile.model_dump(mode="json", exclude_none=True),
+            **({"vllm_fleet_canary_command": command} if analysis else {}),
+        }
+        result = run_playbook(
+            "rollout.yml", hosts, extravars, private_key=Path(state.ssh_key).read_text(), api_key=lab_api_key()
+        )
+        return result.ok, _journal(state, canary.ip).get("analysis") or {}
+
+    rows, decisions = [], []
+    with LoadClient(
+        config.lab_net().router_url, "tiny-llama-lab", api_key=lab_api_key(), workers=workers, max_tokens=24,
+        pause=0.2, prompt=PROMPT,
+    ) as load:  # fmt: skip
+        for k in range(n):
+            profile = neutral if k % 2 == 0 else lab
+            ok, analysis = roll(profile, analysis=True)
+            decision = str(analysis.get("decision", "none"))
+            decisions.append(decision)
+            rows.append({"rollout": k + 1, "max_num_seqs": profile.scheduler.max_num_seqs, "ok": ok, **analysis})
+            print(
+                f"rollout {k + 1}/{n} (max_num_seqs {profile.scheduler.max_num_seqs}): {decision}, ok={ok}", flush=True
+            )
+        if n % 2:  # the lab back on its profile (no analysis: nothing to judge)
+            roll(lab, analysis=False)
+    print(json.dumps(rows, indent=1))
+    print(f"load: {load.report.ok} ok, {len(load.report.failed)} failed over {load.report.wall_s:.0f} s")
+    promoted = decisions.count("promote")
+    print(
+        f"neutral profile changes: {promoted} promoted, {decisions.count('rollback')} rolled back, "
+        f"{decisions.count('inconclusive')} inconclusive of {n} rollouts (window {window_s:g} s, TTFT p95 "
+        f"+{spec.max_ttft_increase:.0%}, ITL mean +{spec.max_itl_increase:.0%}, alpha {spec.alpha:g}); promoted share "
+        f"{promoted / n:.2f} (goal 1.00: ratio {promoted / n:.2f})"
+    )
+    return 0
+
+
+def _journal(state: LabState, ip: str) -> dict[str, Any]:
+    argv = ["ssh", "-i", str(state.ssh_key), *shlex.split(ssh_args(state.known_hosts)), f"root@{ip}"]
+    out = subprocess.run(
+        [*argv, "cat /var/lib/vllm-fleet/main.rollout.json"], capture_output=True, text=True, timeout=60
+    )
+    return json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else {}
 
 
 if __name__ == "__main__":
