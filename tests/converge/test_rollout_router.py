@@ -90,7 +90,10 @@ def test_a_canary_slower_than_the_baseline_is_rolled_back(
     slow = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_batched_tokens": 8})})
     prompt = " the servers hum along in the night" * 60
     # Each client pauses past vLLM's busy-wait (LOAD_PAUSE_S): a spinning engine would slow the rollback's restart 2x.
-    load = LoadClient(site.router_url, MODEL, workers=6, pause=LOAD_PAUSE_S, prompt=prompt)
+    # Distinct prompts (no prefix-cache hit): every request prefills its ~480 tokens, in one step on the baseline
+    # and in 8-token steps on the canary. (A worker repeating its prompt hits the cache after its first request,
+    # leaving little for the step size to slow: the +35 % and +52 % measured below.)
+    load = LoadClient(site.router_url, MODEL, workers=6, pause=LOAD_PAUSE_S, prompt=prompt, distinct=True)
     window = threading.Event()
     stop = threading.Event()
 

@@ -38,12 +38,16 @@ class LoadClient:
         pause: float = 0.5,
         timeout: float = 120.0,
         prompt: str = "",
+        distinct: bool = False,
     ) -> None:
         self.url, self.model, self.workers, self.max_tokens = url.rstrip("/"), model, workers, max_tokens
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout, self.pause = timeout, pause
         self.prompt = prompt
         """Text after each request's "Request from worker N:" (a longer prompt is a longer prefill)."""
+        self.distinct = distinct
+        """Each request's prompt begins with its own number: no prefix-cache hit, every request prefills it all
+        (as distinct users' prompts do). Otherwise a worker sends one prompt, cached after its first request."""
         self.report = LoadReport()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -54,8 +58,12 @@ class LoadClient:
         prompt = f"Request from worker {index}:{self.prompt}"
         body = {"model": self.model, "prompt": prompt, "max_tokens": self.max_tokens}
         with httpx.Client(base_url=self.url, timeout=self.timeout, headers=self.headers) as client:
+            n = 0
             while not self._stop.is_set():
                 at = time.monotonic() - self._start
+                if self.distinct:
+                    n += 1
+                    body["prompt"] = f"Request {n} from worker {index}:{self.prompt}"
                 try:
                     r = client.post("/v1/completions", json=body)
                     problem = None if r.status_code == 200 else f"HTTP {r.status_code}: {r.text[:200]}"
