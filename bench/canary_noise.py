@@ -4,12 +4,13 @@ would judge its canary, through the main job's lab router (`./scripts/up` first;
     sudo .venv/bin/python bench/canary_noise.py [--windows 12] [--window 30] [--workers 4] [--restart]
     sudo .venv/bin/python bench/canary_noise.py --rollouts 4 [--window 30] [--workers 4]
 
-A load client sends completions through the lab's HAProxy; for each window, `vllm_fleet.rollout.canary.analyse`
-compares the first lab host (the "canary") with the others (the "baseline") under the default thresholds of the
-stack's `rollout.analysis` (only the window is changed). Every host runs the same config, so every rollback is a
-false one. With `--restart` the canary's vLLM is restarted before each window (what a canary has just done: cold
-caches, an empty prefix cache), waiting until the router has it back. Prints the decisions, the false-rollback rate
-against the goal (at most 1 in 20 windows: ratio), and each window's figures.
+A load client sends completions through the lab's HAProxy (`--workers` streams, each pausing `--pause` s); for each
+decision, `vllm_fleet.rollout.canary.analyse` compares the first lab host (the "canary") with the others (the
+"baseline") under the default thresholds of the stack's `rollout.analysis` (only the window is changed; a rollback
+needs the regression in `--confirm` windows in a row, the spec's `windows`). Every host runs the same config, so
+every rollback is a false one. With `--restart` the canary's vLLM is restarted before each decision (what a canary
+has just done: cold caches, an empty prefix cache), waiting until the router has it back, then the stack's warm-up.
+Prints the decisions, the false-rollback rate against the goal (at most 1 in 20: ratio), and each one's figures.
 
 With `--rollouts N` it rolls neutral profile changes instead, for real: `rollout.yml` with the canary analysis on
 (`vllm_fleet_canary_command`, as a stack's `rollout.analysis` sets it), the lab profile's `max_num_seqs` 8 and 7 in
@@ -51,9 +52,11 @@ PROMPT = " Summarise the history of the printing press in three sentences, then 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--windows", type=int, default=12)
+    ap.add_argument("--windows", type=int, default=12, help="decisions (each of up to --confirm windows)")
     ap.add_argument("--window", type=float, default=30.0, help="seconds per window")
     ap.add_argument("--workers", type=int, default=4, help="concurrent client streams through the router")
+    ap.add_argument("--pause", type=float, default=0.2, help="each stream's pause between requests (s)")
+    ap.add_argument("--confirm", type=int, default=AnalysisSpec().windows, help="windows a rollback needs in a row")
     ap.add_argument("--restart", action="store_true", help="restart the canary's vLLM before each window")
     ap.add_argument("--rollouts", type=int, default=0, help="roll N neutral profile changes instead (rollout.yml)")
     args = ap.parse_args()
@@ -61,12 +64,13 @@ def main() -> int:
     if state is None or len(state.hosts) < 2:
         raise SystemExit("no lab of two hosts or more: run ./scripts/up first")
     if args.rollouts:
-        return neutral_rollouts(state, args.rollouts, args.window, args.workers)
+        return neutral_rollouts(state, args.rollouts, args.window, args.workers, args.pause)
     canary, *baseline = state.hosts
     router = HAProxyRouter(config.router_dir(state.state_dir) / "haproxy.sock")
     url = {h.name: f"http://{h.ip}:{config.VLLM_PORT}" for h in state.hosts}
     spec = AnalysisSpec()
-    t = Thresholds(window_s=args.window)
+    # A restarted canary gets the stack's warm-up, as a rollout gives it; one serving all along needs none.
+    t = Thresholds(window_s=args.window, windows=args.confirm, warmup_s=spec.warmup_s if args.restart else 0)
 
     def restart_canary() -> None:
         argv = ["ssh", "-i", str(state.ssh_key), *shlex.split(ssh_args(state.known_hosts)), f"root@{canary.ip}"]
@@ -83,7 +87,7 @@ def main() -> int:
         api_key=lab_api_key(),
         workers=args.workers,
         max_tokens=24,
-        pause=0.2,
+        pause=args.pause,
         prompt=PROMPT,
     ) as load:
         time.sleep(10)  # every host warm and in rotation before the first window
@@ -92,8 +96,8 @@ def main() -> int:
                 restart_canary()
             v = analyse(url[canary.name], [url[h.name] for h in baseline], "0.32.0", t)
             decisions.append(v.decision)
-            rows.append({"window": k + 1, "decision": v.decision, "reasons": v.reasons, "figures": v.figures})
-            print(f"window {k + 1}/{args.windows}: {v.decision}", flush=True)
+            rows.append({"decision_number": k + 1, **v.as_dict()})
+            print(f"decision {k + 1}/{args.windows}: {v.decision} ({len(v.earlier) + 1} window(s))", flush=True)
     false = decisions.count("rollback")
     judged = false + decisions.count("promote")
     rate = false / judged if judged else float("nan")
@@ -101,18 +105,19 @@ def main() -> int:
     print(
         f"thresholds: window {args.window:g} s, TTFT p95 +{spec.max_ttft_increase:.0%}, ITL mean "
         f"+{spec.max_itl_increase:.0%}, errors +{spec.max_error_rate_increase:.0%}, min {spec.min_requests} "
-        f"requests, alpha {spec.alpha:g}; canary restarted before each window: {args.restart}"
+        f"requests, alpha {spec.alpha:g}, a rollback needs {args.confirm} window(s) in a row; load: {args.workers} "
+        f"streams pausing {args.pause:g} s; canary restarted before each decision: {args.restart}"
     )
     print(f"load: {load.report.ok} ok, {len(load.report.failed)} failed over {load.report.wall_s:.0f} s")
     print(
         f"same config on every host: {false} rollback(s), {decisions.count('promote')} promote, "
-        f"{decisions.count('inconclusive')} inconclusive of {len(decisions)} windows; false-rollback rate "
+        f"{decisions.count('inconclusive')} inconclusive of {len(decisions)} decisions; false-rollback rate "
         f"{rate:.3f} (goal <= {GOAL_RATE:.2f}: ratio {rate / GOAL_RATE:.2f})"
     )
     return 0
 
 
-def neutral_rollouts(state: LabState, n: int, window_s: float, workers: int) -> int:
+def neutral_rollouts(state: LabState, n: int, window_s: float, workers: int, pause: float) -> int:
     """``n`` real rollouts of a neutral profile change with the canary analysis on; the lab left on its profile."""
     lab = load_profile("cpu-lab")
     neutral = lab.model_copy(update={"scheduler": lab.scheduler.model_copy(update={"max_num_seqs": 7})})
@@ -120,7 +125,8 @@ def neutral_rollouts(state: LabState, n: int, window_s: float, workers: int) -> 
     canary = state.hosts[0]
     vllm_fleet = str(Path(sys.executable).parent / "vllm-fleet")
     spec = AnalysisSpec()
-    command = [vllm_fleet, "canary", "--window", f"{window_s:g}", "--min-requests", str(spec.min_requests)]
+    # The stack's defaults but the window: the warm-up and the windows a rollback needs as a stack gets them.
+    command = [vllm_fleet, "canary", "--window", f"{window_s:g}"]
 
     def roll(profile: DecodeProfile, analysis: bool) -> tuple[bool, dict[str, Any]]:
         extravars = {
@@ -138,7 +144,7 @@ def neutral_rollouts(state: LabState, n: int, window_s: float, workers: int) -> 
     rows, decisions = [], []
     with LoadClient(
         config.lab_net().router_url, "tiny-llama-lab", api_key=lab_api_key(), workers=workers, max_tokens=24,
-        pause=0.2, prompt=PROMPT,
+        pause=pause, prompt=PROMPT,
     ) as load:  # fmt: skip
         for k in range(n):
             profile = neutral if k % 2 == 0 else lab
@@ -156,8 +162,9 @@ def neutral_rollouts(state: LabState, n: int, window_s: float, workers: int) -> 
     promoted = decisions.count("promote")
     print(
         f"neutral profile changes: {promoted} promoted, {decisions.count('rollback')} rolled back, "
-        f"{decisions.count('inconclusive')} inconclusive of {n} rollouts (window {window_s:g} s, TTFT p95 "
-        f"+{spec.max_ttft_increase:.0%}, ITL mean +{spec.max_itl_increase:.0%}, alpha {spec.alpha:g}); promoted share "
+        f"{decisions.count('inconclusive')} inconclusive of {n} rollouts (warm-up {spec.warmup_s:g} s, window "
+        f"{window_s:g} s, a rollback needs {spec.windows} in a row, TTFT p95 +{spec.max_ttft_increase:.0%}, ITL mean "
+        f"+{spec.max_itl_increase:.0%}, alpha {spec.alpha:g}; {workers} streams pausing {pause:g} s); promoted share "
         f"{promoted / n:.2f} (goal 1.00: ratio {promoted / n:.2f})"
     )
     return 0

@@ -61,20 +61,22 @@ def assert_values_reach_the_server(h: Any) -> None:
     assert SCRATCH in h.run(f"systemctl show -p ReadWritePaths --value {UNIT}").stdout
 
 
-def canary_command(window_s: int, min_requests: int, max_ttft_increase: float) -> list[str]:
-    """vllm-fleet's canary analysis as the role runs it (rollout.yml's vllm_fleet_canary_command)."""
+def canary_command(window_s: int, min_requests: int, max_ttft_increase: float, warmup_s: int) -> list[str]:
+    """vllm-fleet's canary analysis as the role runs it (rollout.yml's vllm_fleet_canary_command); the default
+    two windows."""
     vllm_fleet = str(Path(sys.executable).parent / "vllm-fleet")
     return [vllm_fleet, "canary", "--window", str(window_s), "--min-requests", str(min_requests),
-            "--max-ttft-increase", str(max_ttft_increase)]  # fmt: skip
+            "--max-ttft-increase", str(max_ttft_increase), "--warmup", str(warmup_s)]  # fmt: skip
 
 
 def test_a_canary_slower_than_the_baseline_is_rolled_back(
     first_converge: PlaybookResult, site: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A profile that passes health and smoke but prefills 8 tokens a step (max_num_batched_tokens 8, the lab
-    profile's 2048) under 6 client streams of ~480-token prompts: the canary serves its share through the router for
-    the analysis window, its TTFT is compared with the two hosts still on the old profile, and it is rolled back
-    (drained first) with the figures in its journal; the other hosts are untouched and no client request fails.
+    profile's 2048) under 6 client streams of distinct ~480-token prompts: the canary serves its share through the
+    router (a warm-up, then two analysis windows), its TTFT is compared with the two hosts still on the old profile in
+    each window, and it is rolled back (drained first) with the figures of both windows in its journal; the other
+    hosts are untouched and no client request fails.
     The load starts when the canary re-enters the router for its window and runs through the rollback (a drain and
     a restart under load); the canary's first restart is no part of this test (a restart under load is the rollout
     tests' below) and runs on an idle lab, at half the time.
@@ -116,7 +118,9 @@ def test_a_canary_slower_than_the_baseline_is_rolled_back(
     try:
         # A regression of a quarter of the TTFT is what this stack rolls back (the default is +50 %: measured +52 %
         # and +35 % for this profile on this lab, too near it for a test).
-        result = rollout(site, render(slow).config, slow, vllm_fleet_canary_command=canary_command(30, 10, 0.25))
+        # Two windows of 20 s after 10 s of warm-up (the load ramps up in it): the rollback needs both.
+        command = canary_command(20, 10, 0.25, warmup_s=10)
+        result = rollout(site, render(slow).config, slow, vllm_fleet_canary_command=command)
     finally:
         stop.set()
         watcher.join(10)
@@ -131,6 +135,8 @@ def test_a_canary_slower_than_the_baseline_is_rolled_back(
         print(f"\nslow canary analysis: {json.dumps(analysis)}; load: {load.report.ok} ok")
     assert entry["phase"] == "rolled-back" and analysis["decision"] == "rollback", entry
     assert any(reason.startswith("TTFT p95 ") for reason in analysis["reasons"]), analysis
+    assert analysis["reasons"][-1] == "the regression held in each of 2 consecutive windows", analysis
+    assert [w["decision"] for w in analysis["earlier"]] == ["rollback"], analysis
     assert "max-num-seqs: 8" in config_of(h)  # back on the lab profile
     assert snapshot(site, others) == {o.name: before[o.name] for o in others}  # untouched
     assert load.report.failed == [] and load.report.ok > 0, (load.report.ok, load.report.failed[:5])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -87,6 +87,49 @@ def test_too_few_requests_is_inconclusive_and_errors_count() -> None:
     failing = host("canary", {0.01: 40}, {0.005: 400}, 60, errors=20)
     v = c.judge(failing, base, T)
     assert v.decision == "rollback" and v.reasons[0].startswith("errors 33.3% of requests vs 0.0%"), v.reasons
+
+
+def test_a_rollback_needs_the_regression_in_each_window_and_a_passing_spell_is_promoted() -> None:
+    base = [host("b", {0.01: 20, 0.02: 20}, {0.005: 300, 0.01: 100}, 40)]
+    slow = host("canary", {0.1: 10, 0.25: 30}, {0.005: 300, 0.01: 100}, 40)
+    same = host("canary", {0.01: 20, 0.02: 20}, {0.005: 300, 0.01: 100}, 40)
+
+    def watching(*canaries: c.Window) -> tuple[list[int], Callable[[], c.Verdict]]:
+        calls: list[int] = []
+
+        def watch() -> c.Verdict:
+            calls.append(1)
+            return c.judge(canaries[len(calls) - 1], base, T)
+
+        return calls, watch
+
+    # A regression that lasts: rolled back after both windows, the first one's figures kept.
+    calls, watch = watching(slow, slow)
+    v = c.confirmed(watch, 2)
+    assert (v.decision, len(calls)) == ("rollback", 2)
+    assert v.reasons[-1] == "the regression held in each of 2 consecutive windows" and v.reasons[0].startswith("TTFT")
+    assert v.earlier[0]["decision"] == "rollback" and v.as_dict()["earlier"] == v.earlier
+    # A slow spell: the first window says roll back, the second does not: promoted, and said so.
+    calls, watch = watching(slow, same)
+    v = c.confirmed(watch, 2)
+    assert (v.decision, len(calls)) == ("promote", 2) and "a passing spell, not the config" in v.reasons[-1]
+    assert "TTFT p95" in v.reasons[-1] and v.earlier[0]["decision"] == "rollback"
+    # A good canary costs one window; one window asked for is the plain judgement.
+    calls, watch = watching(same, same)
+    assert (c.confirmed(watch, 2).decision, len(calls)) == ("promote", 1)
+    calls, watch = watching(slow, slow)
+    v = c.confirmed(watch, 1)
+    assert (v.decision, len(calls), v.earlier) == ("rollback", 1, []) and "earlier" not in v.as_dict()
+
+
+def test_the_warmup_passes_before_the_first_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The canary serves ``warmup_s`` before the window's first /metrics read; then each window waits its time."""
+    events: list[str] = []
+    monkeypatch.setattr(c, "_scrape", lambda url: events.append(f"read {url}") or parse_scrape(IDLE.read_text()))
+    t = c.Thresholds(window_s=5, min_requests=1, warmup_s=7, windows=2)
+    v = c.analyse("http://canary:8000", ["http://base:8000"], "0.32.0", t, sleep=lambda s: events.append(f"wait {s:g}"))
+    assert events[:3] == ["wait 7", "read http://canary:8000", "read http://base:8000"]
+    assert events[3] == "wait 5" and v.decision == "inconclusive"  # no request in an idle window: one window only
 
 
 class _Recorded:

@@ -327,6 +327,8 @@ def test_rollout_analysis_makes_the_canary_judge_itself_against_the_later_batche
         "--max-error-rate-increase": "0.02",
         "--min-requests": "10",
         "--alpha": "0.01",
+        "--warmup": "30",
+        "--windows": "2",
     }
     assert canary["vllm_service_canary_baseline"] == [endpoints["gpu-4090-b"]]  # the later batch, not the new host
     assert canary["vllm_service_canary_url"] == endpoints["gpu-4090-a"]

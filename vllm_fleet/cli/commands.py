@@ -829,6 +829,12 @@ def canary_cmd(
     alpha: Annotated[
         float, typer.Option(help="Significance of the one-sided tests.", min=0, max=0.5)
     ] = _ANALYSIS.alpha,
+    warmup: Annotated[
+        float, typer.Option(help="Seconds the canary serves before the first window.", min=0, callback=_finite)
+    ] = _ANALYSIS.warmup_s,
+    windows: Annotated[
+        int, typer.Option(help="Consecutive windows that must each show a regression to roll back.", min=1, max=10)
+    ] = _ANALYSIS.windows,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
     """Canary analysis: the canary against the baseline hosts over the same window of real traffic (its TTFT p95,
@@ -844,14 +850,15 @@ def canary_cmd(
             check_url(url)
     except ValueError as e:
         raise _fail(ValueError(f"vllm-fleet canary: {e}"), 2) from None
-    t = Thresholds(window, max_ttft_increase, max_itl_increase, max_error_rate_increase, min_requests, alpha)
+    t = Thresholds(
+        window, max_ttft_increase, max_itl_increase, max_error_rate_increase, min_requests, alpha, warmup, windows
+    )
     try:
         verdict = analyse(canary, baseline, vllm_version, t, baseline_vllm_version)
     except (ValueError, KeyError) as e:
         raise _fail(ValueError(f"vllm-fleet canary: {e}"), 2) from None
     if as_json:
-        data = {"decision": verdict.decision, "reasons": verdict.reasons, "figures": verdict.figures}
-        out.print(jsonlib.dumps(data), markup=False, highlight=False, soft_wrap=True)
+        out.print(jsonlib.dumps(verdict.as_dict()), markup=False, highlight=False, soft_wrap=True)
     else:
         rows = table("", "requests", "TTFT p95", "ITL mean", "errors", title=f"canary analysis: {verdict.decision}")
         for side in ("canary", "baseline"):

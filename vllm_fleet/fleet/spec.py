@@ -62,6 +62,14 @@ class AnalysisSpec(_Strict):
 
     window_s: float = Field(default=60, ge=5, le=3600)
     """Seconds of traffic compared."""
+    warmup_s: float = Field(default=30, ge=0, le=3600)
+    """Seconds the canary serves its share of the traffic before the window starts: a restarted server's first
+    requests meet cold caches (an empty prefix cache, kernels built on first use). Measured on the lab: a neutral
+    change's canary, judged from its first second back, showed +1620 % TTFT p95 and was rolled back."""
+    windows: int = Field(default=2, ge=1, le=10)
+    """Consecutive windows that must each show the regression before the canary is rolled back: a regression lasts,
+    a slow spell of one host passes. A window without one promotes at once, so a good canary costs one window and a
+    bad one ``windows``. Measured on the lab (same config on every host, one window): 3 rollbacks in 12."""
     max_ttft_increase: float = Field(default=0.5, gt=0, le=100)
     """TTFT p95 increase allowed, a share (0.5 = +50 %)."""
     max_itl_increase: float = Field(default=0.5, gt=0, le=100)

@@ -31,6 +31,8 @@ from vllm_fleet.pulumi.serving import cordoned_nodes, serving_endpoints
 CONVERGE_INPUTS = ("roles", "playbooks", "templates", "ansible.cfg")
 ANALYSIS_OPTIONS = {
     "window_s": "--window",
+    "warmup_s": "--warmup",
+    "windows": "--windows",
     "max_ttft_increase": "--max-ttft-increase",
     "max_itl_increase": "--max-itl-increase",
     "max_error_rate_increase": "--max-error-rate-increase",

@@ -20,6 +20,12 @@ evidence it is not chance:
 Both sides need ``min_requests`` finished requests in the window; fewer is *inconclusive* (promoted, and said
 so). The test alone would flag a tiny, real shift on a busy fleet; the effect size alone would flag chance on a
 quiet one: a rollback needs both.
+
+Two things the per-request test cannot see, handled by time: the canary's first requests after its restart meet
+cold caches (the window starts after ``warmup_s`` of serving), and a host can be slow for a spell of its own (a
+noisy neighbour, a busy core): the requests of one window are not independent evidence against the config, so a
+rollback needs the regression in each of ``windows`` consecutive windows, and the first window without one
+promotes.
 """
 
 from __future__ import annotations
@@ -52,6 +58,10 @@ class Thresholds:
     max_error_rate_increase: float = _SPEC.max_error_rate_increase
     min_requests: int = _SPEC.min_requests
     alpha: float = _SPEC.alpha
+    warmup_s: float = 0.0
+    """The spec's default is for a canary just restarted; the command and the stack pass it (a bare analysis of
+    hosts already serving needs none)."""
+    windows: int = 1
 
 
 Buckets = list[tuple[float, float]]
@@ -94,6 +104,12 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)
     figures: dict[str, dict[str, float | None]] = field(default_factory=dict)
     """``canary`` and ``baseline``: requests, ttft_p95_s, itl_mean_s, error_rate; ``p``: the tests' p-values."""
+    earlier: list[dict[str, object]] = field(default_factory=list)
+    """The windows before the last one (each said roll back): their decision, reasons and figures."""
+
+    def as_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {"decision": self.decision, "reasons": self.reasons, "figures": self.figures}
+        return {**data, "earlier": self.earlier} if self.earlier else data
 
 
 def _cumulative(buckets: Buckets) -> Buckets:
@@ -271,10 +287,47 @@ def analyse(
     baseline_version: str | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Verdict:
-    """Read the canary's and the baseline hosts' /metrics, wait ``t.window_s``, read them again, judge.
+    """After ``t.warmup_s``, judge the canary over windows of ``t.window_s`` (``confirmed``: up to ``t.windows``).
 
     A canary that cannot be read is a rollback (it cannot be judged healthy); a baseline host that cannot be read
     is left out (said in the reasons); with none left the verdict is inconclusive."""
+    if t.warmup_s > 0:
+        sleep(t.warmup_s)
+    return confirmed(lambda: _one_window(canary, baseline, version, t, baseline_version, sleep), t.windows)
+
+
+def confirmed(watch: Callable[[], Verdict], windows: int) -> Verdict:
+    """``watch()`` up to ``windows`` times: a rollback stands only when every window says so; the first window that
+    does not (promote or inconclusive) decides, naming the windows before it."""
+    seen: list[Verdict] = []
+    for _ in range(max(1, windows)):
+        seen.append(watch())
+        if seen[-1].decision != "rollback":
+            break
+    last = seen[-1]
+    if len(seen) == 1:
+        return last
+    earlier = [v.as_dict() for v in seen[:-1]]
+    n = len(seen)
+    if last.decision == "rollback":
+        note = f"the regression held in each of {n} consecutive windows"
+    else:
+        note = (
+            f"{n - 1} window(s) before showed a regression ({seen[0].reasons[0] if seen[0].reasons else '?'}); "
+            f"window {n} did not: a passing spell, not the config"
+        )
+    return Verdict(last.decision, [*last.reasons, note], last.figures, earlier)
+
+
+def _one_window(
+    canary: str,
+    baseline: Sequence[str],
+    version: str,
+    t: Thresholds,
+    baseline_version: str | None,
+    sleep: Callable[[float], None],
+) -> Verdict:
+    """Read the canary's and the baseline hosts' /metrics, wait ``t.window_s``, read them again, judge."""
     from vllm_fleet.trust.node_reads import NodeReadError
 
     notes: list[str] = []
