@@ -119,7 +119,7 @@ def test_a_canary_slower_than_the_baseline_is_rolled_back(
         # A regression of a quarter of the TTFT is what this stack rolls back (the default is +50 %: measured +52 %
         # and +35 % for this profile on this lab, too near it for a test).
         # Two windows of 20 s after 10 s of warm-up (the load ramps up in it): the rollback needs both.
-        command = canary_command(20, 10, 0.25, warmup_s=10)
+        command = canary_command(20, 8, 0.25, warmup_s=10)
         result = rollout(site, render(slow).config, slow, vllm_fleet_canary_command=command)
     finally:
         stop.set()
