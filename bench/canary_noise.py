@@ -146,6 +146,7 @@ def neutral_rollouts(state: LabState, n: int, window_s: float, workers: int, pau
         config.lab_net().router_url, "tiny-llama-lab", api_key=lab_api_key(), workers=workers, max_tokens=24,
         pause=pause, prompt=PROMPT,
     ) as load:  # fmt: skip
+        roll(lab, analysis=False)  # every host on the lab profile first: each rollout below is a change
         for k in range(n):
             profile = neutral if k % 2 == 0 else lab
             ok, analysis = roll(profile, analysis=True)
