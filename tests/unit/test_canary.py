@@ -114,6 +114,14 @@ def test_a_rollback_needs_the_regression_in_each_window_and_a_passing_spell_is_p
     v = c.confirmed(watch, 2)
     assert (v.decision, len(calls)) == ("promote", 2) and "a passing spell, not the config" in v.reasons[-1]
     assert "TTFT p95" in v.reasons[-1] and v.earlier[0]["decision"] == "rollback"
+    # Two windows, two different figures: no one regression lasted (ITL, then TTFT): promoted.
+    itl_slow = host("canary", {0.01: 20, 0.02: 20}, {0.06: 300, 0.1: 100}, 40)
+    calls, watch = watching(itl_slow, slow)
+    v = c.confirmed(watch, 2)
+    assert c.judge(itl_slow, base, T).regressed == ["itl"] and c.judge(slow, base, T).regressed == ["ttft"]
+    assert (v.decision, len(calls)) == ("promote", 2) and v.reasons[-1].startswith("1 window(s) before showed a")
+    calls, watch = watching(slow, slow)
+    assert c.confirmed(watch, 2).regressed == ["ttft"]
     # A good canary costs one window; one window asked for is the plain judgement.
     calls, watch = watching(same, same)
     assert (c.confirmed(watch, 2).decision, len(calls)) == ("promote", 1)
@@ -165,7 +173,7 @@ def nodes() -> Iterator[list[_Recorded]]:
 
 def test_the_command_reads_the_nodes_and_says_inconclusive_on_six_requests(nodes: list[_Recorded]) -> None:
     canary, base = nodes
-    args = ["canary", canary.url, base.url, "--window", "1", "--min-requests", "20", "--json"]
+    args = ["canary", canary.url, base.url, "--window", "1", "--warmup", "0", "--min-requests", "20", "--json"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     data: dict[str, Any] = json.loads(result.stdout)
@@ -175,7 +183,8 @@ def test_the_command_reads_the_nodes_and_says_inconclusive_on_six_requests(nodes
 def test_the_command_rolls_back_a_canary_it_cannot_read_and_refuses_bad_urls(nodes: list[_Recorded]) -> None:
     _, base = nodes
     with HostileNode() as node:
-        result = CliRunner().invoke(app, ["canary", node.url("flood"), base.url, "--window", "1", "--json"])
+        argv = ["canary", node.url("flood"), base.url, "--window", "1", "--warmup", "0", "--json"]
+        result = CliRunner().invoke(app, argv)
     assert result.exit_code == 3, result.output
     assert "cannot be read" in json.loads(result.stdout)["reasons"][0]
     bad = CliRunner().invoke(app, ["canary", "file:///etc/passwd", base.url])

@@ -24,8 +24,8 @@ quiet one: a rollback needs both.
 Two things the per-request test cannot see, handled by time: the canary's first requests after its restart meet
 cold caches (the window starts after ``warmup_s`` of serving), and a host can be slow for a spell of its own (a
 noisy neighbour, a busy core): the requests of one window are not independent evidence against the config, so a
-rollback needs the regression in each of ``windows`` consecutive windows, and the first window without one
-promotes.
+rollback needs the same figure's regression in each of ``windows`` consecutive windows, and the first window
+without it promotes.
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ class Verdict:
     """``canary`` and ``baseline``: requests, ttft_p95_s, itl_mean_s, error_rate; ``p``: the tests' p-values."""
     earlier: list[dict[str, object]] = field(default_factory=list)
     """The windows before the last one (each said roll back): their decision, reasons and figures."""
+    regressed: list[str] = field(default_factory=list)
+    """Which figures regressed (``ttft``, ``itl``, ``errors``): a rollback's, in every window."""
 
     def as_dict(self) -> dict[str, object]:
         data: dict[str, object] = {"decision": self.decision, "reasons": self.reasons, "figures": self.figures}
@@ -249,26 +251,29 @@ def judge(canary: Window, baseline: Sequence[Window], t: Thresholds) -> Verdict:
             [f"too few finished requests in the window on {who} (at least {t.min_requests} needed)"],
             figures,
         )
-    reasons = []
+    reasons, regressed = [], []
     c_ttft, b_ttft = canary.ttft_p95(), base.ttft_p95()
     if c_ttft is not None and b_ttft and c_ttft / b_ttft - 1 > t.max_ttft_increase and p["ttft"] < t.alpha:
+        regressed.append("ttft")
         reasons.append(
             f"TTFT p95 {c_ttft:.3g} s vs {b_ttft:.3g} s on the baseline ({_pct(c_ttft / b_ttft - 1)}, over the "
             f"{_pct(t.max_ttft_increase)} allowed; Mann-Whitney p = {p['ttft']:.2g} < {t.alpha:g})"
         )
     c_itl, b_itl = canary.itl_mean(), base.itl_mean()
     if c_itl is not None and b_itl and c_itl / b_itl - 1 > t.max_itl_increase and p["itl"] < t.alpha:
+        regressed.append("itl")
         reasons.append(
             f"ITL mean {c_itl * 1000:.3g} ms vs {b_itl * 1000:.3g} ms on the baseline ({_pct(c_itl / b_itl - 1)}, "
             f"over the {_pct(t.max_itl_increase)} allowed; Mann-Whitney p = {p['itl']:.2g} < {t.alpha:g})"
         )
     c_err, b_err = canary.error_rate() or 0.0, base.error_rate() or 0.0
     if c_err - b_err > t.max_error_rate_increase and p["errors"] < t.alpha:
+        regressed.append("errors")
         reasons.append(
             f"errors {c_err:.1%} of requests vs {b_err:.1%} on the baseline (over the "
             f"{t.max_error_rate_increase:.1%} allowed; z-test p = {p['errors']:.2g} < {t.alpha:g})"
         )
-    return Verdict("rollback" if reasons else "promote", reasons, figures)
+    return Verdict("rollback" if reasons else "promote", reasons, figures, regressed=regressed)
 
 
 def _scrape(url: str) -> Scrape:
@@ -296,13 +301,25 @@ def analyse(
     return confirmed(lambda: _one_window(canary, baseline, version, t, baseline_version, sleep), t.windows)
 
 
+UNREADABLE = "unreadable"
+"""A canary whose /metrics cannot be read: rolled back at once (nothing to confirm: it cannot be judged healthy)."""
+
+
 def confirmed(watch: Callable[[], Verdict], windows: int) -> Verdict:
-    """``watch()`` up to ``windows`` times: a rollback stands only when every window says so; the first window that
-    does not (promote or inconclusive) decides, naming the windows before it."""
+    """``watch()`` up to ``windows`` times: a rollback stands only when one and the same figure (TTFT, ITL or
+    errors) regressed in every window; the first window where it did not decides (promote, or inconclusive), naming
+    the windows before it."""
     seen: list[Verdict] = []
+    holding: set[str] = set()
     for _ in range(max(1, windows)):
-        seen.append(watch())
-        if seen[-1].decision != "rollback":
+        v = watch()
+        if UNREADABLE in v.regressed:
+            return v
+        holding = set(v.regressed) if not seen else holding & set(v.regressed)
+        if v.decision == "rollback" and not holding:  # another figure this time: a spell, not one regression
+            v = Verdict("promote", [], v.figures, regressed=v.regressed)
+        seen.append(v)
+        if v.decision != "rollback":
             break
     last = seen[-1]
     if len(seen) == 1:
@@ -310,13 +327,14 @@ def confirmed(watch: Callable[[], Verdict], windows: int) -> Verdict:
     earlier = [v.as_dict() for v in seen[:-1]]
     n = len(seen)
     if last.decision == "rollback":
+        last.regressed = sorted(holding)
         note = f"the regression held in each of {n} consecutive windows"
     else:
         note = (
             f"{n - 1} window(s) before showed a regression ({seen[0].reasons[0] if seen[0].reasons else '?'}); "
-            f"window {n} did not: a passing spell, not the config"
+            f"window {n} did not show it again: a passing spell, not the config"
         )
-    return Verdict(last.decision, [*last.reasons, note], last.figures, earlier)
+    return Verdict(last.decision, [*last.reasons, note], last.figures, earlier, last.regressed)
 
 
 def _one_window(
@@ -337,7 +355,7 @@ def _one_window(
             start[url] = _scrape(url)
         except NodeReadError as e:
             if url == canary:
-                return Verdict("rollback", [f"the canary's /metrics cannot be read: {e}"])
+                return Verdict("rollback", [f"the canary's /metrics cannot be read: {e}"], regressed=[UNREADABLE])
             notes.append(f"baseline {url} left out: {e}")
     sleep(t.window_s)
     windows: dict[str, Window] = {}
@@ -346,7 +364,7 @@ def _one_window(
             after = _scrape(url)
         except NodeReadError as e:
             if url == canary:
-                return Verdict("rollback", [f"the canary's /metrics cannot be read: {e}"])
+                return Verdict("rollback", [f"the canary's /metrics cannot be read: {e}"], regressed=[UNREADABLE])
             notes.append(f"baseline {url} left out: {e}")
             continue
         windows[url] = window(url, before, after, version if url == canary else baseline_version or version)
