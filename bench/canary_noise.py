@@ -26,17 +26,18 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from vllm_fleet.deploy.ansible import InventoryHost, run_playbook, ssh_args
+from vllm_fleet.audit.evidence import Desired
+from vllm_fleet.deploy.ansible import InventoryHost, run_playbook
 from vllm_fleet.fleet.spec import AnalysisSpec
 from vllm_fleet.lab import config
 from vllm_fleet.lab.fleet import lab_api_key
 from vllm_fleet.lab.local_vllm import tiny_model_dir
+from vllm_fleet.lab.ssh import ssh_run
 from vllm_fleet.lab.stack import lab_role_vars
 from vllm_fleet.lab.state import LabState, load_state
 from vllm_fleet.profiles.loader import load_profile
@@ -47,6 +48,8 @@ from vllm_fleet.rollout.load import LoadClient
 from vllm_fleet.rollout.router import HAProxyRouter
 
 GOAL_RATE = 1 / 20
+JOURNAL_PATH = str(Desired.__dataclass_fields__["journal_path"].default)  # the audit reads it there too
+JOURNAL_MAX_BYTES = 1 << 20
 PROMPT = " Summarise the history of the printing press in three sentences, then list five inventions it enabled."
 
 
@@ -73,10 +76,11 @@ def main() -> int:
     t = Thresholds(window_s=args.window, windows=args.confirm, warmup_s=spec.warmup_s if args.restart else 0)
 
     def restart_canary() -> None:
-        argv = ["ssh", "-i", str(state.ssh_key), *shlex.split(ssh_args(state.known_hosts)), f"root@{canary.ip}"]
         # reset-failed: restarts a minute apart would otherwise meet the unit's start limit (its crash-loop guard).
         restart = "systemctl reset-failed vllm-main; systemctl restart vllm-main"
-        subprocess.run([*argv, restart], check=True, timeout=120, capture_output=True)
+        done = ssh_run(canary.ip, Path(state.ssh_key), Path(state.known_hosts), restart, timeout=120)
+        if done.returncode != 0:
+            raise SystemExit(f"restarting {canary.name}'s vLLM failed: {done.stderr.strip()[:500]}")
         router.wait_serving(canary.name, 600)
 
     decisions: list[str] = []
@@ -172,10 +176,9 @@ def neutral_rollouts(state: LabState, n: int, window_s: float, workers: int, pau
 
 
 def _journal(state: LabState, ip: str) -> dict[str, Any]:
-    argv = ["ssh", "-i", str(state.ssh_key), *shlex.split(ssh_args(state.known_hosts)), f"root@{ip}"]
-    out = subprocess.run(
-        [*argv, "cat /var/lib/vllm-fleet/main.rollout.json"], capture_output=True, text=True, timeout=60
-    )
+    """The canary's rollout journal (the audit's path for it), read bounded."""
+    read = f"head -c {JOURNAL_MAX_BYTES} {shlex.quote(JOURNAL_PATH)}"
+    out = ssh_run(ip, Path(state.ssh_key), Path(state.known_hosts), read, timeout=60)
     return json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else {}
 
 

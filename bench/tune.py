@@ -25,7 +25,7 @@ from vllm_fleet.cli.tune import target_for
 from vllm_fleet.profiles.loader import load_profile
 from vllm_fleet.project.paths import project_root
 from vllm_fleet.tune.noise import NoiseRule, better
-from vllm_fleet.tune.search import coordinate_descent
+from vllm_fleet.tune.search import coordinate_descent, rank
 from vllm_fleet.tune.session import JOURNAL, Options, tune
 from vllm_fleet.tune.space import Point, derive_space, parse_levers, point_key
 from vllm_fleet.tune.trials import Trial
@@ -60,8 +60,7 @@ def main() -> int:
     if args.offline:
         journal = json.loads((root / "grid" / JOURNAL).read_text())
         trials = [Trial.from_json(t) for t in journal["trials"]]
-        measured = [t for t in trials if t.score(slo) is not None]
-        grid_winner = max(measured, key=lambda t: t.score(slo) or 0.0) if measured else None
+        grid_winner = rank(trials, slo)  # as the grid search picks it
     else:
         target = target_for(args.host, "lab", None, None, None)
         g = tune(target, base, lambda _: slo, workload, levers, root / "grid", Options("grid", 10_000), say)
