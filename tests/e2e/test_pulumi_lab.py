@@ -98,6 +98,20 @@ class Cli:
         return dict(history[0].get("resourceChanges") or {})
 
 
+class Steps:
+    """Each step's wall time, printed at the end (where this test's time goes)."""
+
+    def __init__(self) -> None:
+        self.last, self.times = time.monotonic(), dict[str, float]()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.times[name], self.last = now - self.last, now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in self.times.items())
+
+
 def descendants(pid: int) -> list[int]:
     """Every process started under ``pid``, in any session (ansible-runner gives ansible-playbook its own)."""
     children: dict[int, list[int]] = {}
@@ -149,8 +163,9 @@ def lab_stack(engine: Any, site: Any, first_converge: PlaybookResult) -> Iterato
         cli.file.unlink(missing_ok=True)
 
 
-def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
+def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any, capsys: pytest.CaptureFixture[str]) -> None:
     cli = lab_stack
+    steps = Steps()
     api_key = "sk-lab-" + secrets.token_hex(16)
     fleet = lab_fleet(site.state, site.model_dir)
     assert all(h["host_key"].startswith("ssh-ed25519 ") for h in fleet["hosts"])  # pinned, as the docs show
@@ -190,10 +205,12 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
         ok = httpx.get(f"{n['endpoint']}/v1/models", headers={"Authorization": f"Bearer {api_key}"}, timeout=10)
         assert ok.status_code == 200
 
+    steps.done("first up")
     # 2. No-op: nothing changes, no Ansible runs.
     again = cli.up(log)
     assert set(again) == {"same"}, again
 
+    steps.done("no-op up")
     # 3. A profile change on one host re-converges only that host, and only its server: the host's record of its
     #    last full converge (the driver, toolkit and vLLM install) matches, so those are skipped, not re-checked.
     #    That `pulumi up` is killed with SIGKILL (with everything it started: ansible-playbook too) once the host
@@ -240,6 +257,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     assert "max-num-seqs: 8" in ssh(site, first_host.ip, "cat /etc/vllm/main.yaml")
     assert set(cli.up(log)) == {"same"}  # state and hosts agree: nothing left pending
 
+    steps.done("one host killed and resumed")
     # 4. A bad profile on the first batch (the canary) fails the update; the next batch is not touched; the node
     #    keeps serving.
     before_pid = ssh(site, first_host.ip, f"systemctl show -p MainPID --value {UNIT}").strip()
@@ -258,6 +276,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     assert ssh(site, first_host.ip, f"systemctl is-active {UNIT}").strip() == "active"
     assert before_pid  # it was serving before
 
+    steps.done("a failing first batch")
     # 5. No secret in plain text: the state files the backend keeps (current, history, backups) and everything
     #    the engine printed or logged, and the stack file in the project.
     state_text = (
@@ -278,6 +297,7 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
         assert api_key not in haystack
         assert key_body not in haystack
 
+    steps.done("secrets")
     # 6. Destroy: services stopped and disabled, nothing of the node's config left; disks untouched.
     fleet["hosts"][0]["overrides"] = {}
     cli.write_fleet(fleet)
@@ -285,3 +305,6 @@ def test_pulumi_lifecycle(lab_stack: Cli, site: Any, engine: Any) -> None:
     for h in site.state.hosts:
         assert ssh(site, h.ip, f"systemctl is-active {UNIT} || true").strip() in ("inactive", "unknown")
         assert ssh(site, h.ip, "test -e /etc/vllm/main.yaml && echo present || echo gone").strip() == "gone"
+    steps.done("destroy")
+    with capsys.disabled():
+        print(f"\nPulumi lifecycle: {steps}")

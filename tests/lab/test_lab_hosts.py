@@ -33,10 +33,13 @@ pytestmark = pytest.mark.lab
 _problems = preflight()
 if _problems:
     pytest.skip(f"the nspawn lab cannot run here: {'; '.join(_problems)}", allow_module_level=True)
-NET = config.lab_net()  # the tests' lab (tests/conftest.py), never the main job's
+NET = config.SELFTEST
+"""Bare hosts of their own (`LabNet` "selftest"): never the main job's lab, and not the tests' converged lab, which
+scripts/test starts in the background before this runs (tests/lab_prestart.py)."""
 if link_exists(NET.bridge):
     pytest.skip(
-        f"the tests' lab is already up on this machine (bridge {NET.bridge} exists): `lab down` it first",
+        f"the lab tests' hosts are already up on this machine (bridge {NET.bridge} exists): "
+        f"`VLLM_FLEET_LAB_NET={NET.key} vllm-fleet lab down --state-dir <dir>` them first",
         allow_module_level=True,
     )
 
@@ -44,8 +47,16 @@ N_HOSTS = 2
 OK_STATES = ("running", "degraded")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def selftest_net() -> Iterator[None]:
+    """This module's lab functions (which read the environment at each call) work on NET, then the session's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(config.LAB_NET_ENV, NET.key)
+        yield
+
+
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabState]:
+def lab(selftest_net: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabState]:
     base = tmp_path_factory.mktemp("lab")
     try:
         state = lab_up(N_HOSTS, base / "state", inventory_dir=base / "inventory")

@@ -51,13 +51,19 @@ def test_addresses_and_names() -> None:
 
 def test_the_tests_lab_shares_no_name_or_address_with_the_main_lab(monkeypatch: pytest.MonkeyPatch) -> None:
     """`lab down` of one lab matches its hosts, veths, netns and cgroups by prefix: no prefix of one lab may
-    start the other's, and their addresses, bridges, state and mirror-server dirs differ."""
+    start another's, and their addresses, bridges, state and mirror-server dirs differ (the main job's, the tests'
+    converged lab, and the lab tests' own bare hosts)."""
     main, test = config.LAB_NETS["main"], config.LAB_NETS["test"]
     assert config.lab_net({}) == main and config.lab_net({config.LAB_NET_ENV: "test"}) == test
-    for field in ("host_prefix", "veth_prefix", "cgroup_group", "bridge"):
-        a, b = getattr(main, field), getattr(test, field)
-        assert not a.startswith(b) and not b.startswith(a), field
-    assert main.subnet != test.subnet and main.bridge_ip != test.bridge_ip
+    nets = list(config.LAB_NETS.values())
+    assert len(nets) == 3
+    for a_net, b_net in ((a, b) for a in nets for b in nets if a is not b):
+        for field in ("host_prefix", "veth_prefix", "cgroup_group", "bridge"):
+            a, b = getattr(a_net, field), getattr(b_net, field)
+            assert not a.startswith(b), (field, a_net.key, b_net.key)
+        assert a_net.subnet != b_net.subnet and a_net.bridge_ip != b_net.bridge_ip
+        assert a_net.default_state_dir != b_net.default_state_dir
+        assert config.mirror_state_dir(a_net) != config.mirror_state_dir(b_net)
     assert config.state_dir({config.LAB_NET_ENV: "test"}) != config.state_dir({})
     monkeypatch.setenv(config.LAB_NET_ENV, "test")
     assert config.host_ip(1) == "172.31.253.11" and config.host_name(1) == "vftest-node1"

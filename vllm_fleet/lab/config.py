@@ -1,9 +1,11 @@
 """Where the lab keeps things and which names and addresses it uses (pure; reads only the environment).
 
-Two labs can live side by side on one machine: the main job's (``./scripts/up``) and the tests' (``./scripts/test``).
-Each has its own :class:`LabNet` — host names, bridge, subnet, veths, cgroup group, state directory, and services
-bound to its own bridge address — so a test run never stops, renames or re-addresses the main job's hosts.
-``VLLM_FLEET_LAB_NET`` picks one (``main`` by default; the tests set ``test``).
+Three labs can live side by side on one machine: the main job's (``./scripts/up``), the tests' converged lab
+(``./scripts/test``) and the bare hosts the lab's own tests bring up and down (tests/lab). Each has its own
+:class:`LabNet` — host names, bridge, subnet, veths, cgroup group, state directory, and services bound to its own
+bridge address — so a test run never stops, renames or re-addresses the main job's hosts, and the lab's own tests
+run beside the converged lab. ``VLLM_FLEET_LAB_NET`` picks one (``main`` by default; the tests set ``test``, the
+lab's own tests ``selftest``).
 """
 
 from __future__ import annotations
@@ -76,11 +78,12 @@ class LabNet:
 
 MAIN = LabNet("main", "vfleet-node", "vfleet0", 254, "vfh", "vfleet", "/var/lib/vllm-fleet/lab")
 TEST = LabNet("test", "vftest-node", "vftest0", 253, "vth", "vftest", "/var/lib/vllm-fleet/test-lab")
-LAB_NETS = {net.key: net for net in (MAIN, TEST)}
+SELFTEST = LabNet("selftest", "vfself-node", "vfself0", 252, "vsh", "vfself", "/var/lib/vllm-fleet/selftest-lab")
+LAB_NETS = {net.key: net for net in (MAIN, TEST, SELFTEST)}
 
 
 def lab_net(env: Mapping[str, str] | None = None) -> LabNet:
-    """The lab this process works on: ``$VLLM_FLEET_LAB_NET`` (main or test), main when unset."""
+    """The lab this process works on: ``$VLLM_FLEET_LAB_NET`` (main, test or selftest), main when unset."""
     env = os.environ if env is None else env
     key = env.get(LAB_NET_ENV) or MAIN.key
     try:
