@@ -9,7 +9,6 @@ import httpx
 import pytest
 import testinfra
 
-from tests.fixtures_lab import converge
 from vllm_fleet.deploy.ansible import PlaybookResult
 from vllm_fleet.lab.stack import LAB_DRIVER_VERSION
 from vllm_fleet.probes.smoke import smoke
@@ -36,10 +35,10 @@ def test_first_converge_succeeds(first_converge: PlaybookResult, site: Any) -> N
         assert first_converge.count("changed", name) > 0
 
 
-def test_second_converge_changes_nothing(first_converge: PlaybookResult, site: Any) -> None:
-    """On one host: every host runs the same tasks, and three at once on 2 cores take about three times one."""
+def test_second_converge_changes_nothing(second_converge: PlaybookResult, site: Any) -> None:
+    """On one host (tests/fixtures_lab.py's converge_again), right after the first converge."""
     last = site.state.hosts[-1].name
-    again = converge(site, limit=last)
+    again = second_converge
     assert again.ok, again.stats
     touched = {host for per_host in again.stats.values() for host in per_host}
     assert touched & set(names(site)) == {last}, again.stats  # it ran there, and only there
