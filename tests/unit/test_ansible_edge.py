@@ -13,6 +13,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -315,18 +316,20 @@ SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__"}
 
 
 def _files_changed_since(since: float, max_bytes: int = 8 << 20) -> Iterator[Path]:
-    """Regular files under SCAN_ROOTS whose inode changed since ``since`` (ctime: no write escapes it)."""
+    """Regular files under SCAN_ROOTS whose inode changed since ``since`` (ctime: no write escapes it), on each
+    root's own filesystem: a mount below one (a /proc a rootfs build left mounted under a cache in /tmp) is not
+    walked -- reading its /proc/kmsg blocks."""
     roots = {str(Path(tempfile.gettempdir()).resolve()), *(str(r) for r in SCAN_ROOTS)}
     for root in sorted(roots):
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not Path(dirpath, d).is_mount()]
             for name in filenames:
                 path = Path(dirpath, name)
                 try:
                     st = path.lstat()
                 except OSError:
                     continue
-                if path.is_file() and not path.is_symlink() and st.st_ctime >= since and st.st_size <= max_bytes:
+                if stat.S_ISREG(st.st_mode) and st.st_ctime >= since and st.st_size <= max_bytes:
                     yield path
 
 

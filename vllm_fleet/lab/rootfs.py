@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_fleet.lab import config
-from vllm_fleet.lab.system import LabError, ensure_debian_packages, run, write_file
+from vllm_fleet.lab.system import LabError, ensure_debian_packages, mounts_under, run, write_file
 
 SUITE = "bookworm"
 NAME = "debian-12"
@@ -184,6 +184,10 @@ def build_rootfs(cache: Path | None = None, *, force: bool = False) -> RootfsInf
         log = tmp / "debootstrap" / "debootstrap.log"
         tail = log.read_text()[-3000:] if log.exists() else proc.stderr[-3000:]
         raise LabError(f"debootstrap failed ({proc.returncode}):\n{tail}")
+    # debootstrap can leave its /proc mounted in the tree (measured: a cold build left proc on <rootfs>/proc, which
+    # the lab hosts' overlays then had as lower layer, and a walk of the cache read /proc/kmsg and blocked).
+    for mount in sorted(mounts_under(tmp), key=len, reverse=True):
+        run(["umount", "--lazy", mount])
     customise(tmp)
     tmp.rename(path)
     seconds = time.monotonic() - start
